@@ -1,0 +1,74 @@
+"""The errors raised by the ``memory`` layer.
+
+::
+
+    StratamemError                  base of every error stratamem raises on purpose
+    ├── InvalidHistoryError         (also ValueError) a message list breaks the chat structure
+    ├── ContextOverflowError        (also ValueError) the mandatory part cannot fit the budget
+    ├── BudgetError                 (also ValueError) a budget or model table lookup is impossible
+    ├── ConfigurationError          settings that cannot work together
+    └── LLMError                    a chat model call failed (the summariser degrades on it)
+
+Errors of the storage layer (``storage.StorageError`` and its children) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetError",
+    "ConfigurationError",
+    "ContextOverflowError",
+    "InvalidHistoryError",
+    "LLMError",
+    "StratamemError",
+]
+
+
+class StratamemError(Exception):
+    """Base class of the errors raised by the memory layer."""
+
+
+class InvalidHistoryError(StratamemError, ValueError):
+    """A message list that no chat API would accept.
+
+    Attributes:
+        problems: one sentence per problem, each naming the message index.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        listed = "; ".join(self.problems)
+        super().__init__(f"invalid message history ({len(self.problems)} problem(s)): {listed}")
+
+
+class ContextOverflowError(StratamemError, ValueError):
+    """The parts that are never dropped do not fit the budget.
+
+    Attributes:
+        required: tokens of the mandatory part after every possible cut.
+        budget: tokens available.
+    """
+
+    def __init__(self, required: int, budget: int, detail: str = "") -> None:
+        self.required = required
+        self.budget = budget
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(
+            f"the mandatory context needs {required} tokens but the budget is {budget}{suffix}"
+        )
+
+
+class BudgetError(StratamemError, ValueError):
+    """A token budget that cannot be planned (unknown model, reserve larger than the window)."""
+
+
+class ConfigurationError(StratamemError):
+    """Settings that cannot work together."""
+
+
+class LLMError(StratamemError):
+    """A chat model call failed: network, timeout, HTTP error, or an empty or malformed reply.
+
+    The summariser catches it and degrades (retry, fallback model, raw archive); it never
+    reaches the caller of a request.
+    """

@@ -1,0 +1,3 @@
+"""Long-term memory retrieval: embedders, cards, search (arrives with the cards issue)."""
+
+__all__: list[str] = []

@@ -1,0 +1,16 @@
+# Sourced by the other scripts: create .venv once and install stratamem into it.
+# Usage: source scripts/venv.sh [extras]   e.g. "dev" or "dev,bench"
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+extras="${1:-}"
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+stamp=".venv/.installed-${extras:-base}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/pip install --quiet --upgrade pip
+    .venv/bin/pip install --quiet -e ".${extras:+[$extras]}"
+    touch "$stamp"
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+export HF_HUB_OFFLINE=1

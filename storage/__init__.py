@@ -1,0 +1,36 @@
+"""Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
+
+from storage.engine import Database, default_data_dir
+from storage.errors import (
+    DatabaseUnavailableError,
+    MessageValidationError,
+    SessionOwnershipError,
+    StorageError,
+)
+from storage.jobs import JobQueue
+from storage.migrations import EMBEDDING_DIM, MIGRATIONS, Migration, migrate
+from storage.records import Job, NewMessage, StoredMessage, SummaryKind, SummaryRecord
+from storage.sessions import MessageStore, Validator
+from storage.summaries import SummaryStore
+
+__all__ = [
+    "EMBEDDING_DIM",
+    "MIGRATIONS",
+    "Database",
+    "DatabaseUnavailableError",
+    "Job",
+    "JobQueue",
+    "MessageStore",
+    "MessageValidationError",
+    "Migration",
+    "NewMessage",
+    "SessionOwnershipError",
+    "StorageError",
+    "StoredMessage",
+    "SummaryKind",
+    "SummaryRecord",
+    "SummaryStore",
+    "Validator",
+    "default_data_dir",
+    "migrate",
+]

@@ -1,0 +1,190 @@
+"""The ``Database`` handle: an engine on a given URL or on an embedded Postgres in a data folder."""
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import platformdirs
+from filelock import FileLock, Timeout
+from pgserver.postgres_server import get_server
+from sqlalchemy import URL, Engine, create_engine, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.orm import Session, sessionmaker
+
+from storage.errors import DatabaseUnavailableError
+from storage.migrations import migrate
+
+__all__ = ["Database", "default_data_dir", "embedded_lock_path"]
+
+# Errors that mean "the database is not there or not usable", as opposed to a bad query.
+_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeoutError)
+
+# Long enough for another process to run initdb and start the server (about 1 s), short enough
+# that a genuinely stuck lock surfaces as an error instead of a hang.
+_LOCK_TIMEOUT_SECONDS = 120.0
+
+
+def default_data_dir() -> Path:
+    """Return the per-user folder the embedded database lives in by default.
+
+    Returns:
+        For example ``~/.local/share/stratamem`` on Linux.
+    """
+    return platformdirs.user_data_path("stratamem", appauthor=False)
+
+
+class Database:
+    """A migrated Postgres database: the SQLAlchemy engine plus how it was reached.
+
+    Use ``Database.open`` to get one; ``close`` it (or use it as a context manager) when done.
+    """
+
+    def __init__(self, engine: Engine, *, data_folder: Path | None = None) -> None:
+        """Wrap an engine whose database is already migrated; prefer ``Database.open``.
+
+        Args:
+            engine: The engine to use.
+            data_folder: The embedded server's data folder, or None for a database given by URL.
+        """
+        self._engine = engine
+        self._data_folder = data_folder
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(
+        cls, url: str | None = None, *, data_dir: Path | None = None, pool_size: int = 10
+    ) -> "Database":
+        """Connect to a database (starting the embedded one when no URL is given) and migrate it.
+
+        With ``url`` None, an embedded Postgres with pgvector is started in ``data_dir / "pg"``,
+        or reused when a process already runs it. The server is started with pgserver's
+        ``cleanup_mode="stop"``: every process that opens the folder is recorded in the
+        folder's handle list and the server is stopped only when the last recorded process
+        exits. So it keeps running for every other process sharing the folder, and the process
+        that started it never stops it under a live one. A process killed with SIGKILL stays in
+        the list, which leaves the server running (it is reused by the next open), never
+        stopped early. (``cleanup_mode=None`` would never stop it at all; ``"delete"`` would
+        remove the data.) Closing a ``Database`` disposes its engine only; the server is
+        released when the process exits.
+
+        Args:
+            url: A SQLAlchemy URL (``postgresql+psycopg://...``; a bare ``postgresql://`` is
+                given the psycopg driver), or None for the embedded database.
+            data_dir: The folder of the embedded database; ``default_data_dir()`` when None.
+                Ignored when ``url`` is given.
+            pool_size: The size of the connection pool.
+
+        Returns:
+            An open, migrated database.
+
+        Raises:
+            DatabaseUnavailableError: The server could not be started or reached; the message
+                names the data folder (embedded) or the URL without its password.
+        """
+        data_folder: Path | None = None
+        if url is None:
+            data_folder = (data_dir or default_data_dir()).expanduser().resolve() / "pg"
+            target = _start_embedded(data_folder)
+            where = f"embedded database in {data_folder}"
+        else:
+            target = _with_psycopg(make_url(url))
+            where = f"database {target.render_as_string(hide_password=True)}"
+        engine = create_engine(target, pool_size=pool_size, pool_pre_ping=True)
+        try:
+            migrate(engine)
+        except _UNAVAILABLE as error:
+            engine.dispose()
+            raise DatabaseUnavailableError(f"cannot use the {where}: {error}") from error
+        return cls(engine, data_folder=data_folder)
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine, for storage repositories and tests."""
+        return self._engine
+
+    @property
+    def url(self) -> str:
+        """The URL of the database, password included, for other processes to connect to."""
+        return self._engine.url.render_as_string(hide_password=False)
+
+    @property
+    def data_folder(self) -> Path | None:
+        """The embedded server's data folder, or None when the database was given by URL."""
+        return self._data_folder
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """Open an ORM session in a transaction, committed on success, rolled back on error.
+
+        Yields:
+            The session; ORM rows loaded from it must not leave the storage package.
+
+        Raises:
+            DatabaseUnavailableError: The database could not be reached or used.
+        """
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except _UNAVAILABLE as error:
+            raise DatabaseUnavailableError(f"database error: {error}") from error
+
+    def close(self) -> None:
+        """Close every pooled connection; an embedded server keeps running for other users."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def embedded_lock_path(data_folder: Path) -> Path:
+    """Return the lock file that serialises starting the server in ``data_folder``.
+
+    Args:
+        data_folder: The embedded server's data folder.
+
+    Returns:
+        A file next to the folder (inside it would race with its creation).
+    """
+    return data_folder.with_name(data_folder.name + ".lock")
+
+
+def _start_embedded(data_folder: Path) -> URL:
+    """Start (or join) the embedded server in ``data_folder`` and return its psycopg URL."""
+    lock_path = embedded_lock_path(data_folder)
+    try:
+        data_folder.parent.mkdir(parents=True, exist_ok=True)
+        # pgserver races when two processes initialise the same new folder (FileExistsError).
+        # filelock uses flock(2), which the kernel drops when the holder dies, so a lock file
+        # left behind by a killed process never blocks the next open.
+        with FileLock(lock_path, timeout=_LOCK_TIMEOUT_SECONDS):
+            server = get_server(str(data_folder), cleanup_mode="stop")
+            uri = str(server.get_uri())
+    except Timeout as error:
+        raise DatabaseUnavailableError(
+            f"timed out waiting for {lock_path} to start the embedded database in {data_folder}"
+        ) from error
+    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        raise DatabaseUnavailableError(
+            f"cannot start the embedded database in {data_folder}: {error}"
+        ) from error
+    # pgserver hands out a Unix-socket URI (postgresql://postgres:@/postgres?host=<folder>).
+    return _with_psycopg(make_url(uri))
+
+
+def _with_psycopg(url: URL) -> URL:
+    """Give a bare ``postgresql`` URL the psycopg 3 driver; leave explicit drivers alone."""
+    if url.drivername == "postgresql":
+        return url.set(drivername="postgresql+psycopg")
+    return url

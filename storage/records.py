@@ -1,0 +1,68 @@
+"""Frozen pydantic records: what storage hands to its callers instead of ORM rows."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Job", "NewMessage", "StoredMessage", "SummaryKind", "SummaryRecord"]
+
+SummaryKind = Literal["llm", "raw"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NewMessage(_Record):
+    """A message to append: the OpenAI-format dict plus what storage keeps beside it.
+
+    Attributes:
+        payload: The full OpenAI message dict, stored as is.
+        role: The message role, stored apart so queries need not open the payload.
+        tokens: The token count, computed once by the caller.
+        client_id: An id chosen by the client; appending it again to a session is a no-op.
+        metadata: Free-form data kept with the message.
+    """
+
+    payload: dict[str, Any]
+    role: str
+    tokens: int = Field(ge=0)
+    client_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StoredMessage(_Record):
+    """A message as stored, with its id and its position ``seq`` in the session (from 1)."""
+
+    id: int
+    session_id: str
+    seq: int
+    role: str
+    payload: dict[str, Any]
+    tokens: int
+    client_id: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class SummaryRecord(_Record):
+    """The rolling summary of a session, covering its messages up to ``boundary_seq``."""
+
+    session_id: str
+    content: str
+    kind: SummaryKind
+    boundary_seq: int
+    covered: int
+    version: int
+    updated_at: datetime
+
+
+class Job(_Record):
+    """A claimed background job; ``attempts`` counts this claim."""
+
+    id: int
+    kind: str
+    user_id: str
+    session_id: str
+    attempts: int

@@ -1,0 +1,66 @@
+"""Shared fixtures: one embedded Postgres per test run, started only when a test needs it."""
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
+from pgserver.postgres_server import PostgresServer
+from pgserver.utils import PostmasterInfo
+
+from storage import Database
+
+
+def stop_embedded(data_folder: Path) -> None:
+    """Stop the embedded server in ``data_folder`` if it runs; a test that started one must.
+
+    Releases this process's pgserver handle first (which stops the server when no other process
+    holds one), then stops it outright: a child killed with SIGKILL never releases its handle.
+    """
+    handle = PostgresServer._instances.get(data_folder)
+    if handle is not None:
+        handle.cleanup()
+    info = PostmasterInfo.read_from_pgdata(data_folder)
+    if info is not None and info.is_running():
+        # pgserver runs the server as its own system user when we are root.
+        system_user = "pgserver" if os.geteuid() == 0 else None
+        pg_ctl(["-w", "stop"], pgdata=data_folder, user=system_user)
+
+
+@pytest.fixture(scope="session")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    """An open, migrated embedded database shared by the whole test run."""
+    opened = Database.open(None, data_dir=tmp_path_factory.mktemp("stratamem"))
+    yield opened
+    opened.close()
+    assert opened.data_folder is not None
+    stop_embedded(opened.data_folder)
+
+
+@pytest.fixture(scope="session")
+def database_url(database: Database) -> str:
+    """The URL of the shared database, for child processes."""
+    return database.url
+
+
+@pytest.fixture
+def fresh_data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data folder with no database yet; whatever server a test starts there is stopped."""
+    data_dir = tmp_path / "data"
+    yield data_dir
+    if (data_dir / "pg").exists():
+        stop_embedded((data_dir / "pg").resolve())
+
+
+@pytest.fixture
+def user_id() -> str:
+    """A user id of its own, so tests sharing the database never see each other's rows."""
+    return f"user-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def session_id() -> str:
+    """A fresh session id."""
+    return f"session-{uuid.uuid4()}"

@@ -1,0 +1,57 @@
+"""Pins the public names of the storage package and the shape of its records."""
+
+import ast
+from pathlib import Path
+
+import pydantic
+import pytest
+
+import storage
+from storage import NewMessage
+
+
+def test_public_names() -> None:
+    assert sorted(storage.__all__) == [
+        "Database",
+        "DatabaseUnavailableError",
+        "EMBEDDING_DIM",
+        "Job",
+        "JobQueue",
+        "MIGRATIONS",
+        "MessageStore",
+        "MessageValidationError",
+        "Migration",
+        "NewMessage",
+        "SessionOwnershipError",
+        "StorageError",
+        "StoredMessage",
+        "SummaryKind",
+        "SummaryRecord",
+        "SummaryStore",
+        "Validator",
+        "default_data_dir",
+        "migrate",
+    ]
+    assert all(hasattr(storage, name) for name in storage.__all__)
+
+
+def test_records_are_frozen_and_do_not_share_defaults() -> None:
+    first = NewMessage(payload={"role": "user", "content": "a"}, role="user", tokens=1)
+    second = NewMessage(payload={"role": "user", "content": "b"}, role="user", tokens=1)
+
+    with pytest.raises(pydantic.ValidationError):
+        first.tokens = 2  # type: ignore[misc]
+    assert first.metadata == {} and first.metadata is not second.metadata
+
+
+def test_storage_imports_nothing_from_the_layers_above() -> None:
+    imported: set[str] = set()
+    for source in Path(storage.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+
+    assert "storage" in imported
+    assert not imported & {"memory", "retrieval"}

@@ -1,0 +1,49 @@
+"""Tests of Database: opening by URL or embedded, and failing with a clear error."""
+
+from pathlib import Path
+
+import pytest
+
+from storage import Database, DatabaseUnavailableError, StorageError, default_data_dir
+
+
+def test_open_by_url_shares_the_embedded_database(database: Database) -> None:
+    with Database.open(database.url, pool_size=2) as by_url:
+        assert by_url.data_folder is None
+        assert by_url.engine.url.drivername == "postgresql+psycopg"
+        assert by_url.url == database.url
+
+
+def test_embedded_url_uses_psycopg_over_the_socket(database: Database) -> None:
+    assert database.data_folder is not None
+    assert database.url.startswith("postgresql+psycopg://postgres")
+    assert database.engine.url.query["host"] == str(database.data_folder)
+
+
+def test_bare_postgresql_url_gets_the_psycopg_driver(database: Database) -> None:
+    bare = database.url.replace("postgresql+psycopg://", "postgresql://")
+    with Database.open(bare) as opened:
+        assert opened.engine.url.drivername == "postgresql+psycopg"
+
+
+def test_unreachable_url_is_database_unavailable(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://nobody@/nowhere?host={tmp_path}"
+
+    with pytest.raises(DatabaseUnavailableError, match="nowhere") as raised:
+        Database.open(url)
+
+    assert raised.value.__cause__ is not None
+    assert isinstance(raised.value, StorageError)
+
+
+def test_unusable_data_folder_is_database_unavailable(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+
+    with pytest.raises(DatabaseUnavailableError, match=str(not_a_folder)):
+        Database.open(None, data_dir=not_a_folder)
+
+
+def test_default_data_dir_is_per_user() -> None:
+    assert default_data_dir().name == "stratamem"
+    assert default_data_dir().is_relative_to(Path.home())
