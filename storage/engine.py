@@ -1,6 +1,7 @@
 """The ``Database`` handle: an engine on a given URL or on an embedded Postgres in a data folder."""
 
 import subprocess
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,7 +10,6 @@ from typing import Self
 
 import platformdirs
 from filelock import FileLock, Timeout
-from pgserver.postgres_server import get_server
 from sqlalchemy import URL, Engine, create_engine, make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -162,6 +162,12 @@ def embedded_lock_path(data_folder: Path) -> Path:
 
 def _start_embedded(data_folder: Path) -> URL:
     """Start (or join) the embedded server in ``data_folder`` and return its psycopg URL."""
+    # Imported here: pgserver is only needed without a URL, and importing it is slow. Its
+    # platformdirs warning about XDG_RUNTIME_DIR is harmless (the socket lives in the folder).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        from pgserver.postgres_server import get_server
+
     lock_path = embedded_lock_path(data_folder)
     try:
         data_folder.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,67 @@
+"""Folds what left the window into the session's stored summary, with compare-and-set."""
+
+from __future__ import annotations
+
+import logging
+
+from memory.consolidation import FoldPolicy
+from memory.messages import Message
+from memory.summary import PreviousSummary, Summarizer
+from storage import MessageStore, SummaryRecord, SummaryStore
+
+__all__ = ["Consolidator"]
+
+logger = logging.getLogger(__name__)
+
+
+class Consolidator:
+    """Reads the increment after the stored boundary, summarises it, stores the new summary.
+
+    The boundary advances only in the statement that stores the new summary, guarded by the
+    summary's version: when two consolidations of one session race, exactly one is stored and
+    the other is discarded, so no message is lost or counted twice.
+    """
+
+    def __init__(
+        self,
+        messages: MessageStore,
+        summaries: SummaryStore,
+        summarizer: Summarizer,
+        policy: FoldPolicy,
+    ) -> None:
+        self._messages = messages
+        self._summaries = summaries
+        self._summarizer = summarizer
+        self.policy = policy
+
+    def consolidate(self, user_id: str, session_id: str) -> SummaryRecord | None:
+        """Fold the messages that left the window into the summary, if the trigger is reached.
+
+        Returns:
+            The new summary, or ``None`` when nothing was due or another consolidation won.
+        """
+        previous = self._summaries.get(user_id, session_id)
+        boundary = previous.boundary_seq if previous else 0
+        stored = self._messages.between(
+            user_id, session_id, boundary, self._messages.last_seq(user_id, session_id)
+        )
+        parsed = [Message.from_openai(message.payload) for message in stored]
+        fold = self.policy.plan(parsed, [message.tokens for message in stored])
+        if fold == 0:
+            return None
+        result = self._summarizer.summarise(
+            PreviousSummary(text=previous.content, kind=previous.kind) if previous else None,
+            parsed[:fold],
+        )
+        saved = self._summaries.save(
+            user_id,
+            session_id,
+            content=result.text,
+            kind=result.kind,
+            boundary_seq=stored[fold - 1].seq,
+            covered=(previous.covered if previous else 0) + fold,
+            expected_version=previous.version if previous else 0,
+        )
+        if saved is None:
+            logger.info("session %s: another consolidation stored first; discarded", session_id)
+        return saved

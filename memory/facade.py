@@ -1,0 +1,308 @@
+"""``Memory``: the object an application keeps a long conversation going with."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from memory.assembler import AssembledContext, SummaryContext, assemble
+from memory.budget import Budget, plan_budget
+from memory.consolidation import FoldPolicy
+from memory.consolidator import Consolidator
+from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.llm import ChatModel, OpenAIChatModel
+from memory.messages import Message, parse_messages
+from memory.settings import Settings
+from memory.summary import SummaryEvent, Summarizer, SummarySettings
+from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
+from memory.units import validate_history
+from memory.worker import CONSOLIDATE, Worker
+from storage import (
+    Database,
+    JobQueue,
+    MessageStore,
+    NewMessage,
+    StoredMessage,
+    SummaryRecord,
+    SummaryStore,
+)
+
+__all__ = ["Memory"]
+
+#: Keys of a message dict that belong to stratamem and are never sent to the model.
+CLIENT_KEYS = ("id", "metadata")
+
+
+class Memory:
+    """Stores every message of every session and assembles each request's context.
+
+    Open it with ``Memory.open()``; use it from any number of threads; close it (or use it as a
+    context manager) when done.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        chat: ChatModel | None = None,
+        counter: TokenCounter | None = None,
+        on_summary_event: Callable[[SummaryEvent], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.budget: Budget = plan_budget(
+            settings.model,
+            context_window=settings.context_window,
+            max_output=settings.max_output,
+            safety_margin=settings.safety_margin,
+        )
+        self._database = database
+        self._counter = counter or TiktokenCounter(settings.model)
+        self._messages = MessageStore(database)
+        self._summaries = SummaryStore(database)
+        self._jobs = JobQueue(database)
+        if chat is None and settings.llm_configured:
+            chat = OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key)
+        self._llm_configured = chat is not None
+        summarizer = Summarizer(
+            chat,
+            self._counter,
+            SummarySettings(
+                model=settings.summary_model or settings.model,
+                fallback_model=settings.summary_fallback_model,
+                retries=settings.summary_retries,
+                fallback_retries=settings.summary_fallback_retries,
+                timeout=settings.summary_timeout,
+                temperature=settings.summary_temperature,
+                archive_chars=settings.summary_archive_chars,
+            ),
+            on_event=on_summary_event,
+        )
+        policy = FoldPolicy.for_history_budget(
+            self.budget.history,
+            trigger_ratio=settings.summary_trigger_ratio,
+            target_ratio=settings.summary_target_ratio,
+            min_recent_messages=settings.recent_messages,
+        )
+        self._consolidator = Consolidator(self._messages, self._summaries, summarizer, policy)
+        self._stop = threading.Event()
+        self._worker_threads: list[threading.Thread] = []
+
+    @classmethod
+    def open(
+        cls,
+        database_url: str | None = None,
+        *,
+        chat: ChatModel | None = None,
+        counter: TokenCounter | None = None,
+        on_summary_event: Callable[[SummaryEvent], None] | None = None,
+        **settings: Any,
+    ) -> Memory:
+        """Open the database (the embedded one when no URL is given or configured).
+
+        Args:
+            database_url: a ``postgresql+psycopg://`` URL; overrides ``STRATAMEM_DATABASE_URL``.
+            chat: the summariser's chat model; by default an OpenAI client when a key or base
+                URL is configured, else none (offline: summaries are raw archives).
+            counter: the token counter; by default tiktoken for ``model``.
+            on_summary_event: called with every summariser event (attempt, retry, ...).
+            **settings: any field of ``Settings`` (``model``, ``context_window``, ...).
+        """
+        if database_url is not None:
+            settings["database_url"] = database_url
+        resolved = Settings(**settings)
+        database = Database.open(resolved.database_url, data_dir=resolved.data_dir)
+        try:
+            return cls(
+                database,
+                resolved,
+                chat=chat,
+                counter=counter,
+                on_summary_event=on_summary_event,
+            )
+        except BaseException:
+            database.close()
+            raise
+
+    def prepare(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        input: str | Mapping[str, Any] | None = None,
+        system: str | None = None,
+    ) -> AssembledContext:
+        """Store the user's input (when given) and assemble the context for the next call.
+
+        With ``input=None`` the current turn goes on (an agent's tool loop: record the
+        assistant's tool calls and their results, then prepare again).
+
+        Raises:
+            InvalidHistoryError: the input is malformed, or tool calls still wait for results.
+            ContextOverflowError: the system message and current turn cannot fit the budget.
+            storage.SessionOwnershipError: the session belongs to another user.
+        """
+        if input is not None:
+            payload = {"role": "user", "content": input} if isinstance(input, str) else input
+            self.record(user_id=user_id, session_id=session_id, messages=[payload])
+        summary = self._summaries.get(user_id, session_id)
+        stored, seen_tokens = self._load_window(user_id, session_id, summary)
+        if seen_tokens > self._consolidator.policy.trigger_tokens:
+            if self.settings.summary_mode == "inline":
+                if self._consolidator.consolidate(user_id, session_id) is not None:
+                    summary = self._summaries.get(user_id, session_id)
+                    stored, _ = self._load_window(user_id, session_id, summary)
+            else:
+                self._jobs.enqueue(
+                    CONSOLIDATE,
+                    user_id,
+                    session_id,
+                    delay_seconds=self.settings.summary_debounce_seconds,
+                )
+        window = [Message.from_openai(message.payload) for message in stored]
+        if problems := validate_history(window):
+            raise InvalidHistoryError(problems)
+        return assemble(
+            window,
+            budget=self.budget.history,
+            counter=self._counter,
+            system=system,
+            summary=self._summary_context(summary),
+            recent_messages=self.settings.recent_messages,
+            tool_result_max_tokens=self.settings.tool_result_max_tokens,
+        )
+
+    def record(
+        self, *, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> list[StoredMessage]:
+        """Append messages to the session in one transaction: all of them or none.
+
+        A message may carry a client ``id`` (recording the same id again is a no-op) and
+        ``metadata`` (a dict); both are stored and returned by ``history``, never sent to the
+        model. Tool results must answer an open call of the session.
+
+        Raises:
+            InvalidHistoryError: a message is malformed or breaks the session's structure.
+            ContextOverflowError: a non-tool message alone is larger than the history budget.
+            storage.SessionOwnershipError: the session belongs to another user.
+        """
+        batch = [self._new_message(index, data) for index, data in enumerate(messages)]
+        return self._messages.append(user_id, session_id, batch, validate=_check_structure)
+
+    def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
+        """Every stored message of the session, in order (summarising never deletes any)."""
+        return self._messages.history(user_id, session_id)
+
+    def summary(self, *, user_id: str, session_id: str) -> SummaryRecord | None:
+        """The session's stored rolling summary, if any."""
+        return self._summaries.get(user_id, session_id)
+
+    def consolidate(self, *, user_id: str, session_id: str) -> SummaryRecord | None:
+        """Fold what left the window into the summary now, if the trigger is reached."""
+        return self._consolidator.consolidate(user_id, session_id)
+
+    def run_worker(self, *, until_idle: bool = False) -> None:
+        """Run queued consolidations.
+
+        By default in a background thread that runs until ``close``; with ``until_idle`` in
+        the caller's thread, returning once no job is pending (for scripts and tests).
+        """
+        worker = Worker(self._jobs, self._consolidator)
+        if until_idle:
+            worker.run(threading.Event(), until_idle=True)
+            return
+        thread = threading.Thread(
+            target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
+        )
+        thread.start()
+        self._worker_threads.append(thread)
+
+    def close(self) -> None:
+        """Stop the worker threads and release the database connections."""
+        self._stop.set()
+        for thread in self._worker_threads:
+            thread.join()
+        self._database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _new_message(self, index: int, data: Mapping[str, Any]) -> NewMessage:
+        if not isinstance(data, Mapping):
+            raise InvalidHistoryError([f"message {index}: expected a dict, got {type(data)}"])
+        client_id = data.get("id")
+        metadata = data.get("metadata", {})
+        if client_id is not None and not isinstance(client_id, str):
+            raise InvalidHistoryError([f"message {index}: id must be a string"])
+        if not isinstance(metadata, Mapping):
+            raise InvalidHistoryError([f"message {index}: metadata must be a dict"])
+        payload = {key: value for key, value in data.items() if key not in CLIENT_KEYS}
+        message = parse_messages([payload])[0]
+        tokens = self._counter.count_message(message)
+        required = tokens + REPLY_PRIMING_TOKENS
+        if message.role != "tool" and required > self.budget.history:
+            # A tool result can be cut to fit; any other message would never fit a request.
+            raise ContextOverflowError(required, self.budget.history, f"message {index} alone")
+        return NewMessage(
+            payload=message.to_openai(),
+            role=message.role,
+            tokens=tokens,
+            client_id=client_id,
+            metadata=dict(metadata),
+        )
+
+    def _load_window(
+        self, user_id: str, session_id: str, summary: SummaryRecord | None
+    ) -> tuple[list[StoredMessage], int]:
+        # Walk back from the newest message with the stored counts, never past the summary
+        # boundary, until the budget is exceeded at a unit start and the current turn is
+        # whole: the cost of a request does not grow with the length of the history.
+        boundary = summary.boundary_seq if summary else 0
+        collected: list[StoredMessage] = []
+        seen_tokens = 0
+        seen_user = False
+        for message in self._messages.walk_back(user_id, session_id, after_seq=boundary):
+            collected.append(message)
+            seen_tokens += message.tokens
+            seen_user = seen_user or message.role == "user"
+            if seen_tokens > self.budget.history and seen_user and message.role != "tool":
+                break
+        collected.reverse()
+        return collected, seen_tokens
+
+    def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
+        if summary is None:
+            return None
+        return SummaryContext(
+            text=summary.content,
+            covered=summary.covered,
+            kind=summary.kind,
+            degraded=summary.kind == "raw" and self._llm_configured,
+        )
+
+
+def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
+    """Check a batch against the session's open tail; raise ``InvalidHistoryError``."""
+    messages = [message.payload for message in tail] + [message.payload for message in batch]
+    problems = validate_history(messages, allow_pending_calls=True)
+    if problems:
+        offset = len(tail)
+
+        def renumber(match: re.Match[str]) -> str:
+            index = int(match.group(1))
+            if index < offset:
+                return f"stored message {index - offset}"
+            return f"message {index - offset}"
+
+        raise InvalidHistoryError([re.sub(r"message (\d+)", renumber, p) for p in problems])
