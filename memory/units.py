@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
@@ -92,18 +92,17 @@ def validate_history(
         The problems; an empty list means the history is valid.
     """
     problems: list[str] = []
-    parsed: list[Message | None] = []
+    parsed: list[_Shape | None] = []
     for index, item in enumerate(messages):
-        if isinstance(item, Message):
-            parsed.append(item)
-            continue
-        try:
-            parsed.append(Message.model_validate(item))
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "message"
-            problems.append(f"message {index}: not a chat message ({where}: {first['msg']})")
-            parsed.append(None)
+        shape = _shape_of(item)
+        if shape is None:
+            try:
+                shape = _Shape.of(Message.model_validate(item))
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first["loc"]) or "message"
+                problems.append(f"message {index}: not a chat message ({where}: {first['msg']})")
+        parsed.append(shape)
 
     all_call_ids: dict[str, int] = {}
     owner: int | None = None  # index of the assistant message whose results may follow
@@ -127,20 +126,20 @@ def validate_history(
             continue
         if message.role != "tool":
             close_block(index)
-        if message.role == "assistant" and message.tool_calls:
+        if message.role == "assistant" and message.call_ids:
             owner = index
-            for call in message.tool_calls:
-                if not call.id:
+            for call_id in message.call_ids:
+                if not call_id:
                     problems.append(f"message {index}: a tool call has an empty id")
-                elif call.id in all_call_ids:
-                    earlier = all_call_ids[call.id]
+                elif call_id in all_call_ids:
+                    earlier = all_call_ids[call_id]
                     problems.append(
-                        f"message {index}: duplicate tool_call_id {call.id!r} "
+                        f"message {index}: duplicate tool_call_id {call_id!r} "
                         f"(also in message {earlier})"
                     )
                 else:
-                    all_call_ids[call.id] = index
-                    pending[call.id] = None
+                    all_call_ids[call_id] = index
+                    pending[call_id] = None
         elif message.role == "tool":
             _check_tool_result(index, message, owner, pending, answered, all_call_ids, problems)
     close_block(len(parsed))
@@ -149,7 +148,7 @@ def validate_history(
 
 def _check_tool_result(
     index: int,
-    message: Message,
+    message: _Shape,
     owner: int | None,
     pending: dict[str, None],
     answered: set[str],
@@ -180,3 +179,81 @@ def _check_tool_result(
         problems.append(
             f"message {index}: unknown tool_call_id {call_id!r} (message {owner} made no such call)"
         )
+
+
+class _Shape(NamedTuple):
+    """What the structure of a history depends on, read from one message."""
+
+    role: str
+    call_ids: tuple[str, ...]
+    tool_call_id: str | None
+
+    @classmethod
+    def of(cls, message: Message) -> _Shape:
+        return cls(message.role, message.call_ids, message.tool_call_id)
+
+
+_ROLES = frozenset(("system", "developer", "user", "assistant", "tool"))
+
+
+def _shape_of(item: object) -> _Shape | None:
+    """The shape of a ``Message``, or of a plain dict that surely parses as one.
+
+    Building a pydantic model per message would dominate validating a long history, so a dict
+    made only of the types ``Message`` accepts is read directly. ``None`` means "parse it to
+    find out": every dict this accepts parses, but not every dict that parses is accepted here.
+    """
+    if type(item) is not dict:
+        return _Shape.of(item) if isinstance(item, Message) else None
+    if not _has_string_keys(item):
+        return None
+    role = item.get("role")
+    content = item.get("content")
+    tool_call_id = item.get("tool_call_id")
+    if (
+        type(role) is not str
+        or role not in _ROLES
+        or not (content is None or type(content) is str or _are_parts(content))
+        or not _is_optional_str(item.get("name"))
+        or not _is_optional_str(tool_call_id)
+    ):
+        return None
+    tool_calls = item.get("tool_calls")
+    if tool_calls is None:
+        return _Shape(role, (), tool_call_id)
+    if type(tool_calls) not in (list, tuple) or not all(map(_is_tool_call, tool_calls)):
+        return None
+    return _Shape(role, tuple(call["id"] for call in tool_calls), tool_call_id)
+
+
+def _is_optional_str(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+def _has_string_keys(data: dict[Any, Any]) -> bool:
+    # Joining the keys runs at C speed and fails on the first key that is not a string.
+    try:
+        "".join(data)
+    except TypeError:
+        return False
+    return True
+
+
+def _are_parts(content: object) -> bool:
+    return type(content) is list and all(
+        type(part) is dict and _has_string_keys(part) for part in content
+    )
+
+
+def _is_tool_call(call: object) -> bool:
+    if type(call) is not dict or not _has_string_keys(call):
+        return False
+    function = call.get("function")
+    return (
+        type(call.get("id")) is str
+        and type(call.get("type", "")) is str
+        and type(function) is dict
+        and _has_string_keys(function)
+        and type(function.get("name")) is str
+        and type(function.get("arguments", "")) is str
+    )

@@ -1,0 +1,165 @@
+"""The assembler: one request's context, in prompt order, within budget, with its report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory.cap import CappedContext, apply_cap
+from memory.errors import InvalidHistoryError
+from memory.layers import ContextParts, RetrievedMemory, SummaryContext, order_memories
+from memory.messages import Message, render_messages
+from memory.report import ContextReport, SummaryState
+from memory.tokens import TokenCounter
+from memory.units import Unit, current_turn_start, split_units, validate_history
+
+__all__ = [
+    "AssembledContext",
+    "RetrievedMemory",
+    "SummaryContext",
+    "assemble",
+    "context_parts",
+    "split_recent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    """The messages to send and the report of how they were chosen.
+
+    Attributes:
+        messages: OpenAI-format dicts in prompt order: system, summary, memories, window,
+            current turn.
+        report: tokens per layer, the budget, and what was dropped or cut and why.
+    """
+
+    messages: list[dict[str, Any]]
+    report: ContextReport
+
+
+def assemble(
+    history: Sequence[Message],
+    *,
+    budget: int,
+    counter: TokenCounter,
+    system: str | Message | None = None,
+    summary: SummaryContext | None = None,
+    memories: Sequence[RetrievedMemory] = (),
+    recent_messages: int = 5,
+    tool_result_max_tokens: int | None = None,
+) -> AssembledContext:
+    """Assemble the context of one request within ``budget`` tokens.
+
+    The prompt is ordered system, summary, memories (pins first, then by score), the window
+    chosen from ``history``, and the current turn. The summary and memories are sent as
+    system messages labelled as context. When the whole does not fit, the hard cap (see
+    ``memory.cap.apply_cap``) cuts and drops parts in DESIGN.md's priority order.
+
+    Args:
+        history: the conversation to choose the window from, the current turn (the last user
+            message and everything after it) at its end; never modified.
+        budget: the token budget of the whole request, reply priming included.
+        counter: counts the tokens.
+        system: the system message; by default the history's first system (or developer)
+            message. When given, it replaces the history's one.
+        summary: the rolling summary of what left the window.
+        memories: memories recalled for this request; pinned ones are never dropped.
+        recent_messages: how many of the newest messages before the current turn are dropped
+            last (whole units holding them are protected).
+        tool_result_max_tokens: the most one tool result may cost when the context does not
+            fit; ``budget // 4`` by default.
+
+    Returns:
+        The messages to send and their report.
+
+    Raises:
+        ValueError: ``budget`` or ``recent_messages`` is negative, or ``system`` is a message
+            of another role.
+        InvalidHistoryError: ``history`` breaks the chat structure.
+        ContextOverflowError: the system message, pinned memories and current turn do not fit.
+    """
+    if recent_messages < 0:
+        raise ValueError(f"recent_messages must not be negative, got {recent_messages}")
+    problems = validate_history(history)
+    if problems:
+        raise InvalidHistoryError(problems)
+    parts = context_parts(
+        history, system=system, summary=summary, memories=memories, recent_messages=recent_messages
+    )
+    capped = apply_cap(
+        parts, budget=budget, counter=counter, tool_result_max_tokens=tool_result_max_tokens
+    )
+    messages = capped.parts.messages()
+    problems = validate_history(messages)
+    if problems:  # pragma: no cover - the cap keeps units whole; this guards against a bug
+        raise InvalidHistoryError(problems)
+    return AssembledContext(render_messages(messages), _report(capped, budget, counter))
+
+
+def context_parts(
+    history: Sequence[Message],
+    *,
+    system: str | Message | None = None,
+    summary: SummaryContext | None = None,
+    memories: Sequence[RetrievedMemory] = (),
+    recent_messages: int = 5,
+) -> ContextParts:
+    """Sort a valid history and the other inputs into the layers of a context.
+
+    Raises:
+        ValueError: ``system`` is a message of another role than system or developer.
+    """
+    units = split_units(history)
+    turn = current_turn_start(history)
+    pinned = next((unit.messages[0] for unit in units if unit.kind == "system"), None)
+    if isinstance(system, str):
+        pinned = Message(role="system", content=system)
+    elif system is not None:
+        if not system.is_system:
+            raise ValueError(f"system must be a system or developer message, not {system.role}")
+        pinned = system
+    window, recent = split_recent(
+        [unit for unit in units if unit.kind != "system" and unit.start < turn], recent_messages
+    )
+    return ContextParts(
+        system=pinned,
+        summary=summary,
+        memories=order_memories(memories),
+        window=window,
+        recent=recent,
+        current_turn=tuple(unit for unit in units if unit.kind != "system" and unit.start >= turn),
+    )
+
+
+def split_recent(
+    units: Sequence[Unit], recent_messages: int
+) -> tuple[tuple[Unit, ...], tuple[Unit, ...]]:
+    """Split window units into older ones and the whole units holding the newest messages.
+
+    Returns:
+        ``(older, recent)``: ``recent`` is the shortest run of newest units that holds at least
+        ``recent_messages`` messages (or all units when they hold fewer).
+    """
+    held = 0
+    start = len(units)
+    while start > 0 and held < recent_messages:
+        start -= 1
+        held += len(units[start].messages)
+    return tuple(units[:start]), tuple(units[start:])
+
+
+def _report(capped: CappedContext, budget: int, counter: TokenCounter) -> ContextReport:
+    summary = capped.parts.summary
+    state = (
+        SummaryState(summary.kind, summary.covered, summary.degraded, capped.summary_shortened)
+        if summary
+        else None
+    )
+    return ContextReport(
+        budget=budget,
+        tokens=capped.parts.measure(counter),
+        dropped=capped.dropped,
+        cut_tool_results=capped.cuts,
+        summary=state,
+    )

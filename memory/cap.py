@@ -1,0 +1,300 @@
+"""The hard cap: a pipeline of plain functions that narrows a context's parts to a budget.
+
+``apply_cap`` runs the steps in DESIGN.md's priority order: the system message, pins and the
+current turn stay (the turn's big tool results are cut); the oldest window units go first, then
+retrieved memories (lowest score first), then the summary is shortened or dropped, and the
+most recent units go last. Each step returns a new ``CappedContext`` recording its drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from memory.errors import ContextOverflowError
+from memory.layers import (
+    SUMMARY_MIN_TOKENS,
+    ContextParts,
+    RetrievedMemory,
+    describe_unit,
+    memories_message,
+    preview,
+    shorten_summary_text,
+    summary_message,
+)
+from memory.report import Dropped, ToolResultCut
+from memory.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from memory.trim import cap_tool_results, unit_tokens
+from memory.units import Unit
+
+__all__ = [
+    "CappedContext",
+    "apply_cap",
+    "cut_window_tool_results",
+    "drop_memories",
+    "drop_recent_units",
+    "drop_window_units",
+    "fit_current_turn",
+    "shorten_summary",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CappedContext:
+    """The parts of a context as the cap narrows them, with what it dropped and cut.
+
+    Attributes:
+        parts: what is still in the context.
+        dropped: every drop (and summary shortening), in the order it happened.
+        cuts: tool results cut inside units (only those of kept units once ``apply_cap`` ends).
+        summary_shortened: whether the summary's text was cut to fit.
+    """
+
+    parts: ContextParts
+    dropped: tuple[Dropped, ...] = ()
+    cuts: tuple[ToolResultCut, ...] = ()
+    summary_shortened: bool = False
+
+
+def apply_cap(
+    parts: ContextParts,
+    *,
+    budget: int,
+    counter: TokenCounter,
+    tool_result_max_tokens: int | None = None,
+) -> CappedContext:
+    """Narrow ``parts`` to ``budget`` tokens (reply priming included) in the priority order.
+
+    When everything fits, nothing changes. Otherwise tool results above ``tool_result_max_tokens``
+    (``budget // 4`` by default) are cut first, then parts are dropped until the context fits.
+
+    Raises:
+        ValueError: ``budget`` is negative.
+        ContextOverflowError: the system message, pinned memories and the current turn do not
+            fit even with the turn's tool results cut to the bare marker.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must not be negative, got {budget}")
+    capped = CappedContext(parts)
+    if parts.measure(counter).total <= budget:
+        return capped
+    cap = budget // 4 if tool_result_max_tokens is None else tool_result_max_tokens
+    capped = fit_current_turn(capped, budget, cap, counter)
+    capped = cut_window_tool_results(capped, cap, counter)
+    for step in (drop_window_units, drop_memories, shorten_summary, drop_recent_units):
+        capped = step(capped, budget, counter)
+    kept = {
+        unit.start + offset
+        for unit in (*capped.parts.window, *capped.parts.recent, *capped.parts.current_turn)
+        for offset in range(len(unit.messages))
+    }
+    return replace(capped, cuts=tuple(cut for cut in capped.cuts if cut.index in kept))
+
+
+def fit_current_turn(
+    capped: CappedContext, budget: int, tool_result_max_tokens: int, counter: TokenCounter
+) -> CappedContext:
+    """Cut the current turn's tool results to ``tool_result_max_tokens``, and further if needed.
+
+    The further cut bisects for the largest per-result size at which the system message, pins
+    and turn fit; each probe cuts the original results, so markers count from the original.
+
+    Raises:
+        ContextOverflowError: the mandatory part does not fit even with the markers alone.
+    """
+    parts = capped.parts
+    pins = memories_message([memory for memory in parts.memories if memory.pinned])
+    system_tokens = counter.count_message(parts.system) if parts.system else 0
+    pin_tokens = counter.count_message(pins) if pins else 0
+    room = budget - REPLY_PRIMING_TOKENS - system_tokens - pin_tokens
+
+    def cut_to(level: int) -> tuple[tuple[Unit, ...], int]:
+        units = tuple(_cut_results(unit, level, counter) for unit in parts.current_turn)
+        return units, sum(unit_tokens(unit, counter) for unit in units)
+
+    turn, tokens = cut_to(tool_result_max_tokens)
+    if tokens > room:
+        turn, tokens = cut_to(0)
+        if tokens > room:
+            raise ContextOverflowError(
+                budget - room + tokens,
+                budget,
+                f"system message {system_tokens} + pinned memories {pin_tokens} + current turn "
+                f"{tokens} with its tool results cut to the marker + reply priming "
+                f"{REPLY_PRIMING_TOKENS}",
+            )
+        low, high = 0, tool_result_max_tokens
+        while high - low > 1:
+            level = (low + high) // 2
+            candidate, candidate_tokens = cut_to(level)
+            if candidate_tokens <= room:
+                low, turn = level, candidate
+            else:
+                high = level
+    cuts = _cuts(parts.current_turn, turn, "input", counter)
+    return replace(capped, parts=replace(parts, current_turn=turn), cuts=capped.cuts + cuts)
+
+
+def cut_window_tool_results(
+    capped: CappedContext, tool_result_max_tokens: int, counter: TokenCounter
+) -> CappedContext:
+    """Cut every tool result above ``tool_result_max_tokens`` in the window and recent units."""
+    parts = capped.parts
+    window = tuple(_cut_results(unit, tool_result_max_tokens, counter) for unit in parts.window)
+    recent = tuple(_cut_results(unit, tool_result_max_tokens, counter) for unit in parts.recent)
+    cuts = _cuts(parts.window, window, "window", counter) + _cuts(
+        parts.recent, recent, "recent", counter
+    )
+    return replace(
+        capped, parts=replace(parts, window=window, recent=recent), cuts=capped.cuts + cuts
+    )
+
+
+def _cut_results(unit: Unit, max_tokens: int, counter: TokenCounter) -> Unit:
+    """Cut a unit's tool results like ``cap_tool_results``, keeping any the cut would not shrink.
+
+    The marker alone can be larger than a small result; such a result stays as it was.
+    """
+    cut = cap_tool_results(unit, max_tokens, counter)
+    if cut is unit:
+        return unit
+    messages = tuple(
+        new if counter.count_message(new) < counter.count_message(old) else old
+        for new, old in zip(cut.messages, unit.messages, strict=True)
+    )
+    return Unit(unit.start, messages, unit.kind)
+
+
+def _cuts(
+    before: Sequence[Unit],
+    after: Sequence[Unit],
+    layer: Literal["input", "window", "recent"],
+    counter: TokenCounter,
+) -> tuple[ToolResultCut, ...]:
+    """A record of every message that differs between two runs of the same units."""
+    return tuple(
+        ToolResultCut(
+            layer,
+            unit.start + offset,
+            old.tool_call_id or "",
+            counter.count_message(old),
+            counter.count_message(new),
+        )
+        for unit, cut in zip(before, after, strict=True)
+        for offset, (old, new) in enumerate(zip(unit.messages, cut.messages, strict=True))
+        if new is not old
+    )
+
+
+_WINDOW_REASON = "over budget: the oldest window units go first"
+_MEMORY_REASON = "still over budget without the older window: memories go next, lowest score first"
+_SHORTENED_REASON = "still over budget without retrieved memories: the summary is shortened"
+_SUMMARY_REASON = (
+    "still over budget without retrieved memories: the summary would fall below "
+    f"{SUMMARY_MIN_TOKENS} tokens"
+)
+_RECENT_REASON = "still over budget without the summary: the most recent units go last"
+
+
+def drop_window_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
+    """Drop the oldest window units, one whole unit at a time, until the context fits."""
+    window, dropped = _drop_oldest(
+        capped.parts.window, _over(capped, budget, counter), "window", _WINDOW_REASON, counter
+    )
+    return replace(
+        capped, parts=replace(capped.parts, window=window), dropped=capped.dropped + dropped
+    )
+
+
+def drop_recent_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
+    """Drop the protected recent units, oldest first, until the context fits."""
+    recent, dropped = _drop_oldest(
+        capped.parts.recent, _over(capped, budget, counter), "recent", _RECENT_REASON, counter
+    )
+    return replace(
+        capped, parts=replace(capped.parts, recent=recent), dropped=capped.dropped + dropped
+    )
+
+
+def _drop_oldest(
+    units: tuple[Unit, ...],
+    over: int,
+    layer: Literal["window", "recent"],
+    reason: str,
+    counter: TokenCounter,
+) -> tuple[tuple[Unit, ...], tuple[Dropped, ...]]:
+    """Drop units from the front of ``units`` until ``over`` tokens are saved."""
+    dropped: list[Dropped] = []
+    count = 0
+    while over > 0 and count < len(units):
+        tokens = unit_tokens(units[count], counter)
+        dropped.append(Dropped(layer, describe_unit(units[count]), tokens, reason))
+        over -= tokens
+        count += 1
+    return units[count:], tuple(dropped)
+
+
+def drop_memories(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
+    """Drop retrieved (non-pinned) memories, lowest score first, until the context fits.
+
+    Of memories with the same score, the one later in prompt order goes first.
+    """
+    over = _over(capped, budget, counter)
+    memories = list(capped.parts.memories)
+    dropped: list[Dropped] = []
+    while over > 0:
+        candidates = [index for index, memory in enumerate(memories) if not memory.pinned]
+        if not candidates:
+            break
+        lowest = min(reversed(candidates), key=lambda index: memories[index].score)
+        before = _label_tokens(memories, counter)
+        memory = memories.pop(lowest)
+        saved = before - _label_tokens(memories, counter)
+        name = f"memory {memory.id}" if memory.id else f'memory "{preview(memory.text)}"'
+        dropped.append(
+            Dropped("memories", f"{name} (score {memory.score:.3f})", saved, _MEMORY_REASON)
+        )
+        over -= saved
+    return replace(
+        capped,
+        parts=replace(capped.parts, memories=tuple(memories)),
+        dropped=capped.dropped + tuple(dropped),
+    )
+
+
+def shorten_summary(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
+    """Shorten the summary until the context fits (see ``shorten_summary_text``), or drop it."""
+    parts = capped.parts
+    over = _over(capped, budget, counter)
+    if over <= 0 or parts.summary is None:
+        return capped
+    summary = parts.summary
+    tokens = counter.count_message(summary_message(summary))
+    name = f"summary ({summary.kind}, covers {summary.covered} messages)"
+    shortened = shorten_summary_text(summary, tokens - over, counter)
+    if shortened is None:
+        drop = Dropped("summary", name, tokens, _SUMMARY_REASON)
+        return replace(capped, parts=replace(parts, summary=None), dropped=(*capped.dropped, drop))
+    left = counter.count_message(summary_message(shortened))
+    drop = Dropped(
+        "summary",
+        f"{name} shortened from {tokens} to {left} tokens",
+        tokens - left,
+        _SHORTENED_REASON,
+    )
+    return replace(
+        capped,
+        parts=replace(parts, summary=shortened),
+        dropped=(*capped.dropped, drop),
+        summary_shortened=True,
+    )
+
+
+def _over(capped: CappedContext, budget: int, counter: TokenCounter) -> int:
+    return capped.parts.measure(counter).total - budget
+
+
+def _label_tokens(memories: list[RetrievedMemory], counter: TokenCounter) -> int:
+    message = memories_message(memories)
+    return counter.count_message(message) if message else 0

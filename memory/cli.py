@@ -1,0 +1,268 @@
+"""The ``stratamem`` command line: subcommands registered in one place, run by ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from memory.errors import StratamemError
+from memory.layers import preview
+from memory.messages import Message, parse_messages
+from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
+from memory.trim import trim_history, unit_tokens
+from memory.units import Unit, current_turn_start, split_units, validate_history
+
+__all__ = ["build_parser", "main"]
+
+#: Exit codes: 0 success, 1 the transcript or budget cannot work, 2 bad usage or unreadable input.
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+
+Handler = Callable[[argparse.Namespace, Console], int]
+Fate = Literal["kept", "cut", "dropped"]
+
+
+class CommandError(Exception):
+    """A failure a command reports as one line on stderr, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``stratamem`` command line and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args, Console(file=sys.stdout))
+    except (CommandError, StratamemError) as error:
+        code = error.exit_code if isinstance(error, CommandError) else EXIT_PROBLEM
+        Console(file=sys.stderr, soft_wrap=True).print(
+            f"[bold red]stratamem: error:[/] {escape(str(error))}", highlight=False
+        )
+        return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="stratamem", description="Context and memory for long-lived LLM assistants."
+    )
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Every subcommand is registered here, and only here.
+    for register in (_register_inspect,):
+        register(subcommands)
+    return parser
+
+
+def _register_inspect(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    inspect = subcommands.add_parser(
+        "inspect",
+        help="show a transcript's units and tokens, and what a trim to a budget keeps",
+        description="Show a transcript's atomic units, their tokens, structural problems, and "
+        "what trim_history keeps, cuts and drops at the given budget.",
+    )
+    inspect.add_argument("file", type=Path, help="JSON list of OpenAI messages, or {messages}")
+    inspect.add_argument("--budget", type=_tokens, required=True, help="token budget to trim to")
+    inspect.add_argument("--model", default="gpt-4o-mini", help="model whose tokenizer counts")
+    inspect.set_defaults(handler=_run_inspect)
+
+
+def _tokens(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {number}")
+    return number
+
+
+def load_transcript(path: Path) -> list[dict[str, Any]]:
+    """Read a transcript: a JSON list of OpenAI messages, or an object with ``messages``.
+
+    Raises:
+        CommandError: the file cannot be read, is not JSON, or has no message list.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {error.strerror or error}") from error
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CommandError(f"{path} is not valid JSON: {error}") from error
+    if isinstance(data, dict):
+        data = data.get("messages")
+    if not isinstance(data, list):
+        raise CommandError(f"{path} holds neither a list of messages nor an object with one")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRow:
+    """One unit of a transcript as the ``inspect`` table shows it.
+
+    Attributes:
+        unit: the unit.
+        part: where the unit stands: the system message, the window, or the current turn.
+        tokens: tokens of the unit as written.
+        sent: tokens of the unit after the trim (cut tool results counted as cut).
+        fate: what the trim did to the unit.
+    """
+
+    unit: Unit
+    part: Literal["system", "window", "turn"]
+    tokens: int
+    sent: int
+    fate: Fate
+
+
+def _run_inspect(args: argparse.Namespace, out: Console) -> int:
+    path: Path = args.file
+    raw = load_transcript(path)
+    problems = validate_history(raw)
+    if problems:
+        out.print(
+            f"[bold red]{escape(str(path))}: {len(problems)} structural problem(s)[/]",
+            highlight=False,
+        )
+        for problem in problems:
+            out.print(f"  - {problem}", highlight=False, markup=False)
+        return EXIT_PROBLEM
+    messages = parse_messages(raw)
+    counter = TiktokenCounter(args.model)
+    sent = match_trimmed(raw, trim_history(raw, args.budget, counter=counter))
+    turn = current_turn_start(messages)
+    rows: list[UnitRow] = []
+    for unit in split_units(messages):
+        kept = [item for item in sent[unit.start : unit.stop] if item is not None]
+        rows.append(
+            UnitRow(
+                unit,
+                "system" if unit.kind == "system" else "turn" if unit.start >= turn else "window",
+                unit_tokens(unit, counter),
+                sum(counter.count_message(Message.from_openai(item)) for item in kept),
+                _fate(raw[unit.start : unit.stop], sent[unit.start : unit.stop]),
+            )
+        )
+    total = sum(row.tokens for row in rows) + REPLY_PRIMING_TOKENS
+    out.print(
+        f"[bold]{escape(str(path))}[/]: {_count(len(messages), 'message')} "
+        f"in {_count(len(rows), 'unit')}, "
+        f"{total:,} tokens ({args.model})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(_unit_table(rows, args.budget, out.width))
+    out.print(_summary_line(rows, args.budget), highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def match_trimmed(
+    messages: Sequence[dict[str, Any]], trimmed: Sequence[dict[str, Any]]
+) -> list[dict[str, Any] | None]:
+    """What ``trim_history`` sent for each input message: the message, its cut, or ``None``.
+
+    Matches from the end: a trim keeps the system message and a contiguous run of the newest
+    messages, so matching backwards cannot pair an older duplicate with a newer kept message.
+    """
+    sent: list[dict[str, Any] | None] = [None] * len(messages)
+    position = len(trimmed) - 1
+    for index in range(len(messages) - 1, -1, -1):
+        if position < 0:
+            break
+        original, candidate = messages[index], trimmed[position]
+        same_result = original.get("role") == candidate.get("role") == "tool" and original.get(
+            "tool_call_id"
+        ) == candidate.get("tool_call_id")
+        if candidate == original or same_result:
+            sent[index] = candidate
+            position -= 1
+    return sent
+
+
+def _fate(originals: Sequence[dict[str, Any]], sent: Sequence[dict[str, Any] | None]) -> Fate:
+    if any(item is None for item in sent):
+        return "dropped"
+    changed = any(item != original for item, original in zip(sent, originals, strict=True))
+    return "cut" if changed else "kept"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
+
+
+#: Width of every column but the preview, with the spaces between columns.
+_FIXED_COLUMNS_WIDTH = 58
+_FATE_STYLES = {"kept": "green", "cut": "yellow", "dropped": "red"}
+
+
+def _unit_table(rows: Sequence[UnitRow], budget: int, width: int) -> Table:
+    """The table of units; previews are cut to fit a console ``width`` characters wide."""
+    table = Table(
+        title=f"Units, and what a trim to {budget:,} tokens sends",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for name in ("#", "part", "unit", "tokens", "sent", "preview"):
+        right = name in ("#", "tokens", "sent")
+        table.add_column(name, justify="right" if right else "left", no_wrap=True)
+    for row in rows:
+        unit = row.unit
+        span = str(unit.start) if len(unit.messages) == 1 else f"{unit.start}-{unit.stop - 1}"
+        sent = "dropped" if row.fate == "dropped" else f"{row.sent:,}"
+        if row.fate == "cut":
+            sent += " cut"
+        table.add_row(
+            span,
+            row.part,
+            _roles(unit),
+            f"{row.tokens:,}",
+            f"[{_FATE_STYLES[row.fate]}]{sent}[/]",
+            preview(_unit_text(unit), max(12, width - _FIXED_COLUMNS_WIDTH)),
+        )
+    return table
+
+
+def _roles(unit: Unit) -> str:
+    if unit.kind == "tool_exchange":
+        return f"assistant + {len(unit.messages) - 1} tool"
+    return unit.messages[0].role
+
+
+def _unit_text(unit: Unit) -> str:
+    first = unit.messages[0]
+    if unit.kind == "tool_exchange":
+        return ", ".join(f"{call.function.name}()" for call in first.tool_calls or ())
+    if isinstance(first.content, list) and not first.text:
+        return f"[{_count(len(first.content), 'content part')}]"
+    return first.text
+
+
+def _summary_line(rows: Sequence[UnitRow], budget: int) -> str:
+    kept = [row for row in rows if row.fate != "dropped"]
+    cut = sum(1 for row in rows if row.fate == "cut")
+    dropped = [row for row in rows if row.fate == "dropped"]
+    sent = sum(row.sent for row in kept) + REPLY_PRIMING_TOKENS
+    return (
+        f"Trim to {budget:,} tokens sends {sent:,}: "
+        f"kept {len(kept)} of {_count(len(rows), 'unit')} "
+        f"({cut} with cut tool results), dropped {_count(len(dropped), 'unit')} "
+        f"({_count(sum(len(row.unit.messages) for row in dropped), 'message')}, "
+        f"{sum(row.tokens for row in dropped):,} tokens)."
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""What an assembled context contains and leaves out: tokens per layer, drops, cuts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ContextReport",
+    "Dropped",
+    "LayerTokens",
+    "SummaryState",
+    "ToolResultCut",
+]
+
+Layer = Literal["window", "memories", "summary", "recent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """One part left out of the context (or shortened), and why.
+
+    Attributes:
+        layer: ``window`` (an older window unit), ``memories`` (a retrieved, non-pinned memory),
+            ``summary`` (the summary shortened or dropped) or ``recent`` (a protected recent unit).
+        detail: what it was, e.g. ``messages 3-5 (assistant tool call + 2 results)``.
+        tokens: tokens the drop saved.
+        reason: why it went, in the words of the priority order.
+    """
+
+    layer: Layer
+    detail: str
+    tokens: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultCut:
+    """A tool result cut inside its unit (head and tail kept, with a marker).
+
+    Attributes:
+        layer: ``input`` (the current turn), ``window`` or ``recent``.
+        index: index of the tool message in the history.
+        tool_call_id: the call the result answers.
+        tokens_before: tokens of the message before the cut.
+        tokens_after: tokens of the message after the cut.
+    """
+
+    layer: Literal["input", "window", "recent"]
+    index: int
+    tool_call_id: str
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTokens:
+    """Tokens per layer of an assembled context.
+
+    Attributes:
+        system: the system message.
+        summary: the labelled summary message.
+        memories: the labelled memories message (pins included).
+        window: the window units before the current turn.
+        input: the current turn.
+        total: the whole request as ``count_tokens`` counts it, reply priming included.
+    """
+
+    system: int
+    summary: int
+    memories: int
+    window: int
+    input: int
+    total: int
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts as a plain dict keyed by layer name."""
+        return {
+            "system": self.system,
+            "summary": self.summary,
+            "memories": self.memories,
+            "window": self.window,
+            "input": self.input,
+            "total": self.total,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryState:
+    """The summary as it was sent.
+
+    Attributes:
+        kind: ``llm`` (written by a model) or ``raw`` (an archive of the dropped messages).
+        covered: how many messages of the conversation it covers.
+        degraded: whether it is a fallback (the summariser failed at least once).
+        shortened: whether the cap cut its text to fit the budget.
+    """
+
+    kind: Literal["llm", "raw"]
+    covered: int
+    degraded: bool
+    shortened: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContextReport:
+    """What went into one assembled context and what was left out.
+
+    Attributes:
+        budget: the token budget the context had to fit.
+        tokens: tokens per layer, and the total.
+        dropped: every part left out or shortened, in the order the cap dropped them.
+        cut_tool_results: every tool result cut inside a unit that was kept.
+        summary: the summary as sent, or ``None`` when there was none or it was dropped.
+    """
+
+    budget: int
+    tokens: LayerTokens
+    dropped: tuple[Dropped, ...]
+    cut_tool_results: tuple[ToolResultCut, ...]
+    summary: SummaryState | None

@@ -1,0 +1,367 @@
+"""Trimming a chat history to a token budget by atomic units, cutting oversized tool results.
+
+``trim_history`` is the one-call entry point on plain OpenAI dicts; ``cut_tool_result``,
+``cap_tool_results`` and ``keep_recent_units`` are the building blocks the assembler reuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.messages import Message
+from memory.tokens import REPLY_PRIMING_TOKENS, TokenCounter, counter_for_model
+from memory.units import Unit, UnitKind, validate_history
+
+__all__ = [
+    "cap_tool_results",
+    "cut_marker",
+    "cut_tool_result",
+    "keep_recent_units",
+    "trim_history",
+    "unit_tokens",
+]
+
+#: Rounds of "measure, then shrink by the overshoot" before falling back to the marker alone.
+_FIT_ROUNDS = 8
+
+
+def cut_marker(cut_tokens: int) -> str:
+    """The visible marker left where ``cut_tokens`` tokens of a tool result were cut."""
+    return f"\n[… {cut_tokens} tokens cut by stratamem …]\n"
+
+
+def cut_tool_result(message: Message, max_tokens: int, counter: TokenCounter) -> Message:
+    """Cut a message's text to fit ``max_tokens``, keeping its head and tail around a marker.
+
+    Meant for tool results, but works on any message with text content. The marker (see
+    ``cut_marker``) says how many content tokens were cut. Content given as a list of parts
+    comes back as one text part; non-text parts count as cut. The original text is encoded at
+    most once (a cached count is reused); every further count is on text no longer than the
+    budget, so a 1 MB tool result costs one encode plus a few small ones.
+
+    Args:
+        message: the message to cut; it is not modified.
+        max_tokens: the most ``counter.count_message`` may return for the result.
+        counter: counts the tokens.
+
+    Returns:
+        ``message`` itself when it already fits; otherwise a new message that fits, or, when not
+        even the marker fits, the smallest possible one (the marker alone), which the caller
+        must treat as an overflow.
+    """
+    total = counter.count_message(message)
+    if total <= max_tokens:
+        return message
+    text = message.text
+    frame = counter.count_message(_with_text(message, ""))
+    content_tokens = max(total - frame, 1)
+    room = max_tokens - frame - counter.count_text(cut_marker(content_tokens))
+    for _ in range(_FIT_ROUNDS):
+        if room <= 0:
+            break
+        head, tail = _head_and_tail(text, room, content_tokens, counter)
+        kept = counter.count_text(head) + counter.count_text(tail)
+        candidate = _with_text(message, head + cut_marker(content_tokens - kept) + tail)
+        overshoot = counter.count_message(candidate) - max_tokens
+        if overshoot <= 0:
+            return candidate
+        room -= overshoot
+    return _with_text(message, cut_marker(content_tokens))
+
+
+def _with_text(message: Message, text: str) -> Message:
+    """The message with its content replaced by ``text``, in the content's original shape."""
+    if isinstance(message.content, list):
+        return message.model_copy(update={"content": [{"type": "text", "text": text}]})
+    return message.model_copy(update={"content": text})
+
+
+def _head_and_tail(
+    text: str, room: int, text_tokens: int, counter: TokenCounter
+) -> tuple[str, str]:
+    """A head and a tail of ``text`` holding at most about ``room`` tokens together."""
+    chars_per_token = len(text) / text_tokens
+    head_room = (room + 1) // 2
+    head_chars = _fit_chars(text, head_room, chars_per_token, counter, from_end=False)
+    tail_chars = _fit_chars(text, room - head_room, chars_per_token, counter, from_end=True)
+    # A tiny text estimated badly could make the two overlap; the head wins.
+    tail_chars = min(tail_chars, len(text) - head_chars)
+    return text[:head_chars], text[len(text) - tail_chars :]
+
+
+def _fit_chars(
+    text: str, room: int, chars_per_token: float, counter: TokenCounter, *, from_end: bool
+) -> int:
+    """How many characters from one end of ``text`` fit ``room`` tokens (never more than fit)."""
+    if room <= 0:
+        return 0
+    chars = min(len(text), max(1, int(room * chars_per_token)))
+    for _ in range(_FIT_ROUNDS):
+        piece = text[len(text) - chars :] if from_end else text[:chars]
+        tokens = counter.count_text(piece)
+        if tokens <= room:
+            return chars
+        # Shrink in proportion to the overshoot; tokens never exceed characters here.
+        chars = int(chars * room / tokens)
+        if chars == 0:
+            return 0
+    return 0
+
+
+def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
+    """Tokens of all the messages of a unit (without the request's reply priming)."""
+    return sum(counter.count_message(message) for message in unit.messages)
+
+
+def cap_tool_results(unit: Unit, max_tokens: int, counter: TokenCounter) -> Unit:
+    """The unit with every tool result above ``max_tokens`` cut by ``cut_tool_result``.
+
+    Returns ``unit`` itself when nothing needed cutting.
+    """
+    if unit.kind != "tool_exchange":
+        return unit
+    messages = tuple(
+        cut_tool_result(message, max_tokens, counter) if message.role == "tool" else message
+        for message in unit.messages
+    )
+    if all(new is old for new, old in zip(messages, unit.messages, strict=True)):
+        return unit
+    return Unit(unit.start, messages, unit.kind)
+
+
+def keep_recent_units(
+    units: Sequence[Unit],
+    budget: int,
+    counter: TokenCounter,
+    *,
+    tool_result_max_tokens: int | None = None,
+) -> int:
+    """Where the longest run of newest units that fits ``budget`` starts.
+
+    Units are taken newest first and the run stops at the first unit that does not fit: an
+    older unit is never skipped to make room for a smaller one, so what is kept is always a
+    contiguous, recent part of the history.
+
+    Args:
+        units: the candidate units, oldest first (without the pinned system message or the
+            current turn, which the caller keeps anyway).
+        budget: tokens available for these units.
+        counter: counts the tokens.
+        tool_result_max_tokens: when given, each unit is costed with its tool results cut to
+            this size (see ``cap_tool_results``).
+
+    Returns:
+        The index of the first kept unit: ``units[index:]`` fit, ``len(units)`` when none does.
+    """
+    kept = _fit_newest_first(reversed(units), budget, counter, tool_result_max_tokens)
+    return len(units) - len(kept)
+
+
+def _fit_newest_first(
+    newest_first: Iterable[Unit], budget: int, counter: TokenCounter, cap: int | None
+) -> list[Unit]:
+    """The units of the longest newest run that fits, oldest first, capped when ``cap`` is set.
+
+    Stops reading ``newest_first`` at the first unit that does not fit, so a lazy source is
+    only parsed and counted as far as the budget reaches.
+    """
+    kept: list[Unit] = []
+    spent = 0
+    for unit in newest_first:
+        costed = unit if cap is None else cap_tool_results(unit, cap, counter)
+        cost = unit_tokens(costed, counter)
+        if spent + cost > budget:
+            break
+        spent += cost
+        kept.append(costed)
+    return kept[::-1]
+
+
+def trim_history(
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    *,
+    model: str = "gpt-4o-mini",
+    tool_result_max_tokens: int | None = None,
+    counter: TokenCounter | None = None,
+) -> list[dict[str, Any]]:
+    """Trim an OpenAI-format history to ``max_tokens`` without breaking its structure.
+
+    The budget covers the whole request as ``count_tokens`` counts it (every message plus the
+    reply priming). The first system (or developer) message is always kept where it stands; the
+    current turn (the last user message and everything after it) is always kept whole; the rest
+    is filled with the most recent whole units that fit, as one contiguous run back from the
+    current turn. When the input fits it comes back unchanged. When it does not, tool results
+    above ``tool_result_max_tokens`` are cut (head and tail kept around a marker) inside their
+    unit, and tool results of the current turn are cut further, largest first, when the
+    system message and the current turn would not fit otherwise.
+
+    Args:
+        messages: the history as OpenAI chat dicts; never modified.
+        max_tokens: the token budget of the whole request.
+        model: the model whose tokenizer counts, when no ``counter`` is given.
+        tool_result_max_tokens: the most one tool result may cost; ``max_tokens // 4`` by
+            default.
+        counter: counts the tokens instead of the model's shared tiktoken counter.
+
+    Returns:
+        A new list of new dicts (shallow copies of the kept input dicts; fresh dicts for cut
+        tool results), in their original order.
+
+    Raises:
+        ValueError: ``max_tokens`` is negative.
+        InvalidHistoryError: an item is not a chat message or the structure is invalid.
+        ContextOverflowError: the system message and the current turn do not fit even with
+            their tool results cut to the bare marker.
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must not be negative, got {max_tokens}")
+    problems = validate_history(messages)
+    if problems:
+        raise InvalidHistoryError(problems)
+    history = _History(messages, counter or counter_for_model(model))
+    if history.fits(max_tokens - REPLY_PRIMING_TOKENS):
+        return [dict(message) for message in messages]
+    cap = max_tokens // 4 if tool_result_max_tokens is None else tool_result_max_tokens
+    return history.render(_select_units(history, max_tokens, cap))
+
+
+def _select_units(history: _History, max_tokens: int, cap: int) -> list[Unit]:
+    """The units to keep, in order, with their tool results cut as needed."""
+    counter = history.counter
+    pinned = history.pinned()
+    fixed = REPLY_PRIMING_TOKENS + _tokens(pinned, counter)
+    turn = history.turn_start()
+    current = list(history.units_before(len(history.originals), stop_at=turn))[::-1]
+    current = _fit_current_turn(current, fixed, max_tokens, cap, counter)
+    spent = fixed + _tokens(current, counter)
+    recent = _fit_newest_first(history.units_before(turn), max_tokens - spent, counter, cap)
+    return sorted([*pinned, *recent, *current], key=lambda unit: unit.start)
+
+
+def _fit_current_turn(
+    units: list[Unit], fixed: int, max_tokens: int, cap: int, counter: TokenCounter
+) -> list[Unit]:
+    """The current turn with its tool results cut to ``cap``, and further if it must be.
+
+    ``fixed`` tokens (system message, reply priming) are spent already. When the capped turn
+    does not fit, bisection finds the largest per-result level below ``cap`` at which it does,
+    so the largest results are cut first. Every level cuts the original results, so each
+    marker counts from the original size.
+
+    Raises:
+        ContextOverflowError: the turn does not fit even with every tool result cut to the
+            marker alone.
+    """
+    budget = max_tokens - fixed
+    capped = [cap_tool_results(unit, cap, counter) for unit in units]
+    if _tokens(capped, counter) <= budget:
+        return capped
+    smallest = [cap_tool_results(unit, 0, counter) for unit in units]
+    required = _tokens(smallest, counter)
+    if required > budget:
+        raise ContextOverflowError(
+            fixed + required,
+            max_tokens,
+            "system message, current turn with tool results cut to the marker, reply priming",
+        )
+    low, high = 0, min(cap, _largest_tool_result(units, counter))
+    best = smallest
+    while high - low > 1:
+        level = (low + high) // 2
+        candidate = [cap_tool_results(unit, level, counter) for unit in units]
+        if _tokens(candidate, counter) <= budget:
+            low, best = level, candidate
+        else:
+            high = level
+    return best
+
+
+def _tokens(units: Sequence[Unit], counter: TokenCounter) -> int:
+    return sum(unit_tokens(unit, counter) for unit in units)
+
+
+def _largest_tool_result(units: Sequence[Unit], counter: TokenCounter) -> int:
+    return max(
+        (
+            counter.count_message(message)
+            for unit in units
+            for message in unit.messages
+            if message.role == "tool"
+        ),
+        default=0,
+    )
+
+
+class _History:
+    """A validated history of OpenAI dicts, parsed and counted only as far as it is read.
+
+    Parsing every message of a long history into a model would cost more than the whole trim,
+    so messages are parsed on demand, newest first, and units are found walking backwards
+    (which the validated structure makes safe: a run of tool messages always follows the
+    assistant message that owns it).
+    """
+
+    def __init__(self, originals: Sequence[Mapping[str, Any]], counter: TokenCounter) -> None:
+        self.originals = originals
+        self.counter = counter
+        self._parsed: list[Message | None] = [None] * len(originals)
+        self._system = next(
+            (i for i, m in enumerate(originals) if m["role"] in ("system", "developer")), None
+        )
+
+    def message(self, index: int) -> Message:
+        parsed = self._parsed[index]
+        if parsed is None:
+            parsed = self._parsed[index] = Message.model_validate(self.originals[index])
+        return parsed
+
+    def fits(self, budget: int) -> bool:
+        """Whether all the messages together cost at most ``budget`` tokens."""
+        spent = 0
+        for index in range(len(self.originals) - 1, -1, -1):
+            spent += self.counter.count_message(self.message(index))
+            if spent > budget:
+                return False
+        return spent <= budget
+
+    def turn_start(self) -> int:
+        """Index of the last user message; ``len`` when there is none."""
+        for index in range(len(self.originals) - 1, -1, -1):
+            if self.originals[index]["role"] == "user":
+                return index
+        return len(self.originals)
+
+    def pinned(self) -> list[Unit]:
+        """The unit of the first system message, if there is one."""
+        if self._system is None:
+            return []
+        return [Unit(self._system, (self.message(self._system),), "system")]
+
+    def units_before(self, stop: int, *, stop_at: int = 0) -> Iterator[Unit]:
+        """The units that end at or before ``stop``, newest first, down to index ``stop_at``.
+
+        The pinned system message is left out.
+        """
+        while stop > stop_at:
+            start = stop - 1
+            while self.originals[start]["role"] == "tool":
+                start -= 1
+            if start != self._system:
+                kind: UnitKind = "tool_exchange" if start < stop - 1 else "message"
+                messages = tuple(self.message(index) for index in range(start, stop))
+                yield Unit(start, messages, kind)
+            stop = start
+
+    def render(self, units: Sequence[Unit]) -> list[dict[str, Any]]:
+        """Kept messages as dicts: shallow copies of the originals, fresh renders of cut ones."""
+        rendered: list[dict[str, Any]] = []
+        for unit in units:
+            for index, message in enumerate(unit.messages, start=unit.start):
+                if message is self._parsed[index]:
+                    rendered.append(dict(self.originals[index]))
+                else:
+                    rendered.append(message.to_openai())
+        return rendered
