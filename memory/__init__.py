@@ -19,7 +19,7 @@ from memory.llm import ChatModel, Completion, OpenAIChatModel, ScriptedChatModel
 from memory.messages import Message, parse_messages, render_messages
 from memory.report import ContextReport, Dropped, LayerTokens, SummaryState, ToolResultCut
 from memory.settings import Settings
-from memory.summary import SummaryEvent, SummaryResult, Summarizer, SummarySettings
+from memory.summary import Summarizer, SummaryEvent, SummaryResult, SummarySettings
 from memory.tokens import TiktokenCounter, TokenCounter, count_tokens
 from memory.trim import trim_history
 from memory.units import Unit, split_units, validate_history
@@ -45,12 +45,12 @@ __all__ = [
     "ScriptedChatModel",
     "Settings",
     "StratamemError",
+    "Summarizer",
     "SummaryContext",
     "SummaryEvent",
     "SummaryResult",
     "SummarySettings",
     "SummaryState",
-    "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
     "ToolResultCut",

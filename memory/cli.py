@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from memory.commands import register_demo, register_worker
 from memory.errors import StratamemError
 from memory.layers import preview
 from memory.messages import Message, parse_messages
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Every subcommand is registered here, and only here.
-    for register in (_register_inspect,):
+    for register in (_register_inspect, register_demo, register_worker):
         register(subcommands)
     return parser
 

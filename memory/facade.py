@@ -16,7 +16,7 @@ from memory.errors import ContextOverflowError, InvalidHistoryError
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.messages import Message, parse_messages
 from memory.settings import Settings
-from memory.summary import SummaryEvent, Summarizer, SummarySettings
+from memory.summary import Summarizer, SummaryEvent, SummarySettings
 from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
 from memory.units import validate_history
 from memory.worker import CONSOLIDATE, Worker
@@ -67,6 +67,7 @@ class Memory:
         if chat is None and settings.llm_configured:
             chat = OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key)
         self._llm_configured = chat is not None
+        history = self.budget.history
         summarizer = Summarizer(
             chat,
             self._counter,
@@ -78,6 +79,9 @@ class Memory:
                 timeout=settings.summary_timeout,
                 temperature=settings.summary_temperature,
                 archive_chars=settings.summary_archive_chars,
+                backoff_s=settings.summary_backoff_seconds,
+                # The summary must leave room for the window it sits beside.
+                max_summary_tokens=max(64, min(settings.summary_max_tokens, history // 4)),
             ),
             on_event=on_summary_event,
         )
@@ -240,7 +244,9 @@ class Memory:
 
     def _new_message(self, index: int, data: Mapping[str, Any]) -> NewMessage:
         if not isinstance(data, Mapping):
-            raise InvalidHistoryError([f"message {index}: expected a dict, got {type(data)}"])
+            raise InvalidHistoryError(
+                [f"message {index}: expected a dict, got {type(data).__name__}"]
+            )
         client_id = data.get("id")
         metadata = data.get("metadata", {})
         if client_id is not None and not isinstance(client_id, str):
@@ -248,7 +254,12 @@ class Memory:
         if not isinstance(metadata, Mapping):
             raise InvalidHistoryError([f"message {index}: metadata must be a dict"])
         payload = {key: value for key, value in data.items() if key not in CLIENT_KEYS}
-        message = parse_messages([payload])[0]
+        try:
+            [message] = parse_messages([payload])
+        except InvalidHistoryError as error:
+            # parse_messages numbers the one message it was given 0: name its place in the batch.
+            problems = [p.replace("message 0:", f"message {index}:", 1) for p in error.problems]
+            raise InvalidHistoryError(problems) from error
         tokens = self._counter.count_message(message)
         required = tokens + REPLY_PRIMING_TOKENS
         if message.role != "tool" and required > self.budget.history:
@@ -272,7 +283,7 @@ class Memory:
         collected: list[StoredMessage] = []
         seen_tokens = 0
         seen_user = False
-        for message in self._messages.walk_back(user_id, session_id, after_seq=boundary):
+        for message in self._messages.walk_back(user_id, session_id, after_seq=boundary, batch=128):
             collected.append(message)
             seen_tokens += message.tokens
             seen_user = seen_user or message.role == "user"

@@ -51,9 +51,13 @@ class Settings(BaseSettings):
     summary_trigger_ratio: float = Field(default=0.5, gt=0, le=1)
     summary_target_ratio: float = Field(default=0.6, gt=0, le=1)
     summary_retries: int = Field(default=3, ge=1)
+    summary_backoff_seconds: float = Field(
+        default=0.5, ge=0, description="Wait before a summary retry; doubles for each next one."
+    )
     summary_fallback_retries: int = Field(default=3, ge=0)
     summary_timeout: float = Field(default=60.0, gt=0)
     summary_temperature: float = Field(default=0.3, ge=0, le=2)
+    summary_max_tokens: int = Field(default=1_024, ge=64)
     summary_archive_chars: int = Field(default=500, ge=20)
     summary_debounce_seconds: float = Field(default=1.0, ge=0)
 

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -98,6 +99,7 @@ class TiktokenCounter:
         self._encoding = encoding_for_model(model)
         self._cache: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     def count_text(self, text: str) -> int:
         """Tokens of a plain string (special tokens counted as text)."""
@@ -106,14 +108,16 @@ class TiktokenCounter:
     def count_message(self, message: Message) -> int:
         """Tokens of one message: overhead, role, content, name, tool calls, tool call id."""
         key = _cache_key(message)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return cached
+        with self._lock:  # one counter serves every thread of a server
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
         count = self._count(message)
-        self._cache[key] = count
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = count
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return count
 
     def _count(self, message: Message) -> int:

@@ -8,8 +8,7 @@ import socket
 import threading
 
 from memory.consolidator import Consolidator
-from memory.errors import StratamemError
-from storage import JobQueue, StorageError
+from storage import JobQueue
 
 __all__ = ["CONSOLIDATE", "Worker"]
 
@@ -36,6 +35,8 @@ class Worker:
         self._poll_seconds = poll_seconds
         self._retry_seconds = retry_seconds
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        #: Jobs that raised, since this worker started (each was logged and re-queued).
+        self.failures = 0
 
     def run_once(self) -> bool:
         """Claim and run one due job; ``False`` when none was due."""
@@ -44,21 +45,30 @@ class Worker:
             return False
         try:
             self._consolidator.consolidate(job.user_id, job.session_id)
-        except (StratamemError, StorageError) as error:
-            # The summariser never raises for LLM failures; what reaches here is a database
-            # or data problem. The job goes back to the queue, the messages are untouched.
-            logger.warning("job %s for session %s failed: %s", job.id, job.session_id, error)
-            self._jobs.fail(job.id, str(error), retry_in_seconds=self._retry_seconds)
+        except Exception as error:
+            # Degradation point: one session's failure must not stop the worker serving the
+            # others. The summariser never raises for LLM failures, so this is a database or
+            # data problem; the job goes back to the queue and the messages are untouched.
+            logger.exception("job %s for session %s failed", job.id, job.session_id)
+            self.failures += 1
+            self._jobs.fail(job.id, repr(error), retry_in_seconds=self._retry_seconds)
         else:
             self._jobs.complete(job.id)
         return True
 
     def run(self, stop: threading.Event, *, until_idle: bool = False) -> None:
-        """Run jobs until ``stop`` is set, or, with ``until_idle``, until none is pending."""
+        """Run jobs until ``stop`` is set, or, with ``until_idle``, until none is pending.
+
+        With ``until_idle`` a job that failed is not waited for again: the call returns once
+        nothing else is due, and the job stays queued for its retry.
+        """
+        failures_before = self.failures
         while not stop.is_set():
             if self.run_once():
                 continue
-            if until_idle and self._jobs.pending(CONSOLIDATE) == 0:
+            if until_idle and (
+                self._jobs.pending(CONSOLIDATE) == 0 or self.failures > failures_before
+            ):
                 return
             # A pending job that is not yet due was debounced: wait for it.
             stop.wait(self._poll_seconds)

@@ -54,7 +54,8 @@ class JobQueue:
 
         Returns:
             True when a job was created; False when a pending job of this kind already existed
-            for the session and was moved to run ``delay_seconds`` from now instead (debounce).
+            for the session (it then keeps the earlier of its time and ``delay_seconds`` from
+            now, so requests arriving faster than the delay cannot postpone it forever).
         """
         run_after = func.now() + timedelta(seconds=delay_seconds)
         with self._database.transaction() as session:
@@ -66,7 +67,11 @@ class JobQueue:
                     # A literal, not a bound parameter: Postgres matches the partial index's
                     # predicate by its text, and a prepared statement would hide the value.
                     index_where=text("status = 'pending'"),
-                    set_={"run_after": run_after, "updated_at": func.now()},
+                    # Keep the earlier time: a busy session must not push its job back forever.
+                    set_={
+                        "run_after": func.least(JobRow.run_after, run_after),
+                        "updated_at": func.now(),
+                    },
                 )
                 # xmax is 0 only for a row version created by an INSERT: Postgres's way to
                 # tell an insert from the update arm of an upsert.

@@ -36,15 +36,16 @@ def test_enqueue_is_debounced_per_kind_and_session(
     assert queue.pending(f"{kind}-other") == 1
 
 
-def test_enqueue_again_pushes_the_pending_job_later(
+def test_enqueue_again_keeps_the_earlier_time_of_the_pending_job(
     queue: JobQueue, kind: str, user_id: str
 ) -> None:
-    queue.enqueue(kind, user_id, "s1")
     queue.enqueue(kind, user_id, "s1", delay_seconds=3600)
+    queue.enqueue(kind, user_id, "s1", delay_seconds=7200)
 
     assert claim(queue, kind) is None
 
     queue.enqueue(kind, user_id, "s1", delay_seconds=0)
+    queue.enqueue(kind, user_id, "s1", delay_seconds=3600)
     job = claim(queue, kind)
     assert job is not None
     assert (job.kind, job.user_id, job.session_id, job.attempts) == (kind, user_id, "s1", 1)

@@ -1,0 +1,141 @@
+"""Messages as plain text lines: the summariser's request and the raw archive."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory.messages import Message
+from memory.tokens import TokenCounter
+
+__all__ = [
+    "INSTRUCTIONS",
+    "cut_to_tokens",
+    "raw_archive",
+    "render_line",
+    "render_transcript",
+    "summary_request",
+]
+
+#: A cut line ends with this marker (its length included in the limit).
+CUT_MARKER = " …[cut]"
+
+#: The summariser's system message; ``{limit}`` is the summary's token limit.
+INSTRUCTIONS = """\
+You keep the running summary of a conversation between a user and an AI assistant. You get the \
+current summary (possibly empty) and the messages that came after it, one per line; long \
+messages are cut.
+Write a new summary that replaces the current one and stands on its own: whoever reads only your \
+summary must learn everything from the current summary and the new messages that still matters.
+Keep: confirmed facts; the user's preferences and constraints; decisions and their reasons; tool \
+results that still matter (names, numbers, identifiers); open tasks and questions; errors being \
+handled and where they stand.
+Drop: pleasantries, small talk, and whatever was superseded. Invent nothing.
+Write compact plain notes in the language of the conversation, at most {limit} tokens. Reply \
+with the summary only."""
+
+
+def summary_request(
+    previous: str | None,
+    messages: Sequence[Message],
+    *,
+    limit: int,
+    previous_is_archive: bool = False,
+    chars_per_message: int = 2_000,
+) -> list[dict[str, Any]]:
+    """The chat request for a new summary: the instructions, then the old summary and messages."""
+    if previous is None:
+        current = "Current summary: (none yet)"
+    elif previous_is_archive:
+        current = f"Current summary (a raw archive of earlier messages):\n{previous}"
+    else:
+        current = f"Current summary:\n{previous}"
+    transcript = render_transcript(messages, chars_per_message)
+    return [
+        {"role": "system", "content": INSTRUCTIONS.format(limit=limit)},
+        {"role": "user", "content": f"{current}\n\nNew messages:\n{transcript}"},
+    ]
+
+
+def render_line(message: Message, tool_names: dict[str, str]) -> str:
+    """One message on one line: ``role: text``, tool calls as ``name(arguments)``.
+
+    A tool result is labelled with its tool's name, looked up by call id in ``tool_names``
+    (then the message's own ``name``); line breaks inside the message become spaces.
+
+    Example:
+        ``assistant: Let me look. [calls search({"q": "export"})]``, then
+        ``tool search: 3 results ...``.
+    """
+    if message.role == "tool":
+        name = tool_names.get(message.tool_call_id or "") or message.name or "unknown"
+        label = f"tool {name}"
+    else:
+        label = message.role
+    parts = [_flatten(message.text)]
+    if isinstance(message.content, list):
+        attachments = sum(1 for part in message.content if part.get("type") != "text")
+        if attachments:
+            parts.append(f"[{attachments} attachment(s)]")
+    if message.tool_calls:
+        calls = ", ".join(
+            f"{call.function.name}({_flatten(call.function.arguments)})"
+            for call in message.tool_calls
+        )
+        parts.append(f"[calls {calls}]")
+    return f"{label}: " + " ".join(part for part in parts if part)
+
+
+def render_transcript(messages: Sequence[Message], chars_per_message: int) -> str:
+    """The messages as lines for a summariser prompt, each cut to ``chars_per_message``."""
+    names = _tool_names(messages)
+    return "\n".join(_cut(render_line(message, names), chars_per_message) for message in messages)
+
+
+def raw_archive(messages: Sequence[Message], chars_per_line: int) -> str:
+    """The messages as plain text, one line each (``role: text``, tool names shown), each cut.
+
+    This is the summary of last resort: bounded per message, written without any model.
+    """
+    return render_transcript(messages, chars_per_line)
+
+
+def cut_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest head of ``text`` within ``limit`` tokens, ended at a line or sentence if near.
+
+    A break (line end, then sentence end, then a space) is used when it keeps at least four
+    fifths of the head; otherwise the head is cut mid-word.
+    """
+    if counter.count_text(text) <= limit:
+        return text
+    low, high = 0, len(text)  # the longest head within the limit has length in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if counter.count_text(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    head = text[:low]
+    for separator in ("\n", ". ", " "):
+        at = head.rfind(separator)
+        candidate = head[: at + len(separator)].rstrip()
+        # Token counts are not strictly monotonic in the length: check the shorter head too.
+        if at >= len(head) * 4 // 5 and counter.count_text(candidate) <= limit:
+            return candidate
+    return head
+
+
+def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
+    return {
+        call.id: call.function.name for message in messages for call in message.tool_calls or ()
+    }
+
+
+def _flatten(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cut(line: str, limit: int) -> str:
+    if len(line) <= limit:
+        return line
+    return line[: limit - len(CUT_MARKER)].rstrip() + CUT_MARKER

@@ -1,0 +1,633 @@
+"""Tests of the ``Memory`` facade in one process, against the real embedded Postgres.
+
+The API as the issue writes it, the bounded cost of ``prepare`` (rows read do not grow with the
+history, and never cross the summary boundary), and invalid input: each refused with a clear
+error and nothing stored.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import event
+
+from memory import (
+    Budget,
+    BudgetError,
+    ContextOverflowError,
+    InvalidHistoryError,
+    Memory,
+    Settings,
+    count_tokens,
+    validate_history,
+)
+from storage import Database, MessageStore, SessionOwnershipError, StoredMessage
+
+#: A window small enough that a few dozen messages overflow it.
+SMALL_WINDOW = {"context_window": 1_500, "max_output": 300}
+
+
+@pytest.fixture(scope="module")
+def facade_database(database_url: str) -> Iterator[Database]:
+    """This module's own handle on the shared database, so no test disposes the shared one."""
+    with Database.open(database_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def make_memory(facade_database: Database) -> Callable[..., Memory]:
+    """Build a ``Memory`` on this module's database with the given settings.
+
+    Consolidation jobs are due at once (no debounce), so a test that queues one can run the
+    worker until idle and leave no job behind for other tests.
+    """
+
+    def make(**settings: Any) -> Memory:
+        return Memory(facade_database, Settings(summary_debounce_seconds=0, **settings))
+
+    return make
+
+
+@pytest.fixture
+def mem(make_memory: Callable[..., Memory]) -> Memory:
+    """A ``Memory`` with gpt-4o-mini's full window."""
+    return make_memory()
+
+
+@pytest.fixture
+def small(make_memory: Callable[..., Memory]) -> Memory:
+    """A ``Memory`` whose history budget is about a thousand tokens."""
+    return make_memory(**SMALL_WINDOW)
+
+
+def tool_call(call_id: str, name: str = "weather") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        ],
+    }
+
+
+def tool_result(call_id: str, content: str = "18°C, sunny") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def conversation(length: int) -> list[dict[str, Any]]:
+    """``length`` alternating user and assistant messages, each the same for its role.
+
+    Identical messages make two sessions of different lengths end alike, so whatever
+    ``prepare`` reads for one it must read for the other.
+    """
+    filler = "the quick brown fox jumps over the lazy dog " * 2
+    return [
+        {"role": "user", "content": f"question: {filler}"}
+        if index % 2 == 0
+        else {"role": "assistant", "content": f"answer: {filler}"}
+        for index in range(length)
+    ]
+
+
+def contents(history: list[StoredMessage]) -> list[Any]:
+    return [message.payload.get("content") for message in history]
+
+
+# The API, as the issue writes it.
+
+
+def test_prepare_stores_the_input_and_returns_a_plain_openai_context(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    context = mem.prepare(
+        user_id=user_id, session_id=session_id, input="Capital of France?", system="Be terse."
+    )
+
+    assert context.messages == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "Capital of France?"},
+    ]
+    assert validate_history(context.messages) == []
+    [stored] = mem.history(user_id=user_id, session_id=session_id)
+    assert (stored.seq, stored.role, stored.client_id, stored.metadata) == (1, "user", None, {})
+    assert stored.payload == {"role": "user", "content": "Capital of France?"}
+    assert stored.tokens > 0
+    report = context.report
+    assert report.budget == mem.budget.history
+    assert report.tokens.total == count_tokens(context.messages) <= report.budget
+    assert report.tokens.system > 0
+    assert report.tokens.input > 0
+    assert (report.tokens.summary, report.tokens.memories, report.tokens.window) == (0, 0, 0)
+    assert (report.dropped, report.cut_tool_results, report.summary) == ((), (), None)
+
+
+def test_client_ids_and_metadata_come_back_from_history_but_never_reach_the_model(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    asked = {"role": "user", "content": "Book a table", "id": "u-1", "metadata": {"via": "web"}}
+    mem.prepare(user_id=user_id, session_id=session_id, input=asked)
+    reply = {"role": "assistant", "content": "Done.", "id": "a-1", "metadata": {"trace": [1, 2]}}
+    [stored] = mem.record(user_id=user_id, session_id=session_id, messages=[reply])
+
+    context = mem.prepare(user_id=user_id, session_id=session_id, input="Thanks")
+
+    history = mem.history(user_id=user_id, session_id=session_id)
+    assert [(m.client_id, m.metadata) for m in history] == [
+        ("u-1", {"via": "web"}),
+        ("a-1", {"trace": [1, 2]}),
+        (None, {}),
+    ]
+    assert history[1] == stored
+    assert context.messages == [
+        {"role": "user", "content": "Book a table"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Thanks"},
+    ]
+    assert context.messages == [m.payload for m in history]
+
+
+def test_recording_the_same_client_id_again_stores_it_once(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    asked = {"role": "user", "content": "Hi", "id": "u-1"}
+    reply = {"role": "assistant", "content": "Hello!", "id": "a-1"}
+    mem.prepare(user_id=user_id, session_id=session_id, input=asked)
+    first = mem.record(user_id=user_id, session_id=session_id, messages=[reply])
+
+    again = mem.record(user_id=user_id, session_id=session_id, messages=[reply])
+    # A retried batch that was partly stored stores only what is new.
+    follow_up = {"role": "user", "content": "How are you?", "id": "u-2"}
+    partly = mem.record(user_id=user_id, session_id=session_id, messages=[reply, follow_up])
+    mem.prepare(user_id=user_id, session_id=session_id, input=follow_up)
+
+    assert again == first
+    assert partly[0] == first[0]
+    history = mem.history(user_id=user_id, session_id=session_id)
+    assert [(m.seq, m.client_id) for m in history] == [(1, "u-1"), (2, "a-1"), (3, "u-2")]
+
+
+def test_prepare_without_input_continues_the_tool_loop(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="Weather in Paris?")
+    mem.record(user_id=user_id, session_id=session_id, messages=[tool_call("call_1")])
+
+    # The call still waits for its result: no chat API would accept this context.
+    with pytest.raises(InvalidHistoryError, match="call_1"):
+        mem.prepare(user_id=user_id, session_id=session_id)
+
+    mem.record(user_id=user_id, session_id=session_id, messages=[tool_result("call_1")])
+    context = mem.prepare(user_id=user_id, session_id=session_id, system="You report weather.")
+
+    assert context.messages == [
+        {"role": "system", "content": "You report weather."},
+        {"role": "user", "content": "Weather in Paris?"},
+        tool_call("call_1"),
+        tool_result("call_1"),
+    ]
+    assert context.report.tokens.window == 0
+    assert context.report.tokens.input == context.report.tokens.total - (
+        context.report.tokens.system + 3  # reply priming
+    )
+    assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
+
+
+def test_a_long_conversation_is_cut_to_the_window_and_the_cap(
+    small: Memory, user_id: str, session_id: str
+) -> None:
+    small.record(user_id=user_id, session_id=session_id, messages=conversation(120))
+
+    context = small.prepare(
+        user_id=user_id, session_id=session_id, input="And now?", system="Be brief."
+    )
+
+    report = context.report
+    assert report.budget == small.budget.history
+    assert report.tokens.total == count_tokens(context.messages) <= report.budget
+    assert report.dropped
+    assert {dropped.layer for dropped in report.dropped} == {"window"}
+    assert validate_history(context.messages) == []
+    history = small.history(user_id=user_id, session_id=session_id)
+    kept = context.messages[1:]
+    assert context.messages[0] == {"role": "system", "content": "Be brief."}
+    assert kept[-1] == {"role": "user", "content": "And now?"}
+    # The window is the newest part of the conversation, cut at a message boundary.
+    assert 1 < len(kept) < len(history)
+    assert kept == [m.payload for m in history[-len(kept) :]]
+
+    # The session passed the summary trigger, so a consolidation was queued; run it.
+    assert small.summary(user_id=user_id, session_id=session_id) is None
+    small.run_worker(until_idle=True)
+    summary = small.summary(user_id=user_id, session_id=session_id)
+    assert summary is not None
+    assert summary.kind == "raw"
+    assert summary.covered == summary.boundary_seq
+
+
+def test_a_tool_result_larger_than_the_window_is_stored_whole_and_cut_in_context(
+    small: Memory, user_id: str, session_id: str
+) -> None:
+    log = "".join(f"line {n}: all good\n" for n in range(2_000))
+    small.prepare(user_id=user_id, session_id=session_id, input="Read the log")
+    small.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[tool_call("call_1"), tool_result("call_1", log)],
+    )
+
+    context = small.prepare(user_id=user_id, session_id=session_id)
+
+    assert small.history(user_id=user_id, session_id=session_id)[-1].payload["content"] == log
+    [cut] = context.report.cut_tool_results
+    assert cut.tool_call_id == "call_1"
+    assert cut.tokens_after < cut.tokens_before
+    assert context.report.tokens.total == count_tokens(context.messages) <= context.report.budget
+    assert validate_history(context.messages) == []
+    small.run_worker(until_idle=True)
+
+
+def test_open_without_a_url_uses_the_embedded_database_in_the_data_dir(
+    fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch, user_id: str, session_id: str
+) -> None:
+    monkeypatch.setenv("STRATAMEM_DATA_DIR", str(fresh_data_dir))
+    monkeypatch.delenv("STRATAMEM_DATABASE_URL", raising=False)
+
+    with Memory.open() as mem:
+        assert mem.settings.database_url is None
+        assert mem.settings.data_dir == fresh_data_dir
+        mem.prepare(user_id=user_id, session_id=session_id, input="hello")
+
+    assert (fresh_data_dir / "pg" / "PG_VERSION").is_file()
+    # Opened again, the folder holds the same database.
+    with Memory.open() as again:
+        assert contents(again.history(user_id=user_id, session_id=session_id)) == ["hello"]
+
+
+def test_open_with_a_url_uses_that_server(
+    database_url: str, facade_database: Database, user_id: str, session_id: str
+) -> None:
+    with Memory.open(database_url, context_window=4_000, max_output=500) as mem:
+        assert mem.settings.database_url == database_url
+        assert mem.budget == Budget(4_000, 500, 80)
+        context = mem.prepare(user_id=user_id, session_id=session_id, input="hi")
+
+    assert context.report.budget == 4_000 - 500 - 80
+    assert contents(MessageStore(facade_database).history(user_id, session_id)) == ["hi"]
+
+
+def test_settings_come_from_the_environment_once_in_open(
+    monkeypatch: pytest.MonkeyPatch,
+    database_url: str,
+    facade_database: Database,
+    user_id: str,
+    session_id: str,
+) -> None:
+    monkeypatch.setenv("STRATAMEM_DATABASE_URL", database_url)
+    monkeypatch.setenv("STRATAMEM_MODEL", "gpt-4")
+    monkeypatch.setenv("STRATAMEM_CONTEXT_WINDOW", "6000")
+    monkeypatch.setenv("STRATAMEM_MAX_OUTPUT", "1000")
+    monkeypatch.setenv("STRATAMEM_RECENT_MESSAGES", "2")
+
+    # An argument wins over the environment.
+    with Memory.open(max_output=500) as mem:
+        # Read once: changing the environment afterwards changes nothing.
+        monkeypatch.setenv("STRATAMEM_CONTEXT_WINDOW", "100")
+        monkeypatch.setenv("STRATAMEM_MODEL", "no-such-model")
+        context = mem.prepare(user_id=user_id, session_id=session_id, input="hi")
+
+        assert (mem.settings.model, mem.settings.recent_messages) == ("gpt-4", 2)
+        assert mem.budget == Budget(6_000, 500, 120)
+        assert context.report.budget == 6_000 - 500 - 120
+    assert contents(MessageStore(facade_database).history(user_id, session_id)) == ["hi"]
+
+
+# Bounded cost: what prepare reads does not grow with the history.
+
+
+@pytest.fixture
+def message_rows(facade_database: Database) -> Iterator[list[int]]:
+    """The number of rows each SELECT on the messages table returned, as they run."""
+    rows: list[int] = []
+
+    def count(_conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and re.search(
+            r"\bFROM messages\b", statement
+        ):
+            rows.append(cursor.rowcount)
+
+    event.listen(facade_database.engine, "after_cursor_execute", count)
+    yield rows
+    event.remove(facade_database.engine, "after_cursor_execute", count)
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
+    """Every ``MessageStore.walk_back``: its ``after_seq`` and the seqs its caller consumed."""
+    seen: list[tuple[int, list[int]]] = []
+    walk_back = MessageStore.walk_back
+
+    def spy(
+        store: MessageStore, user_id: str, session_id: str, *, after_seq: int = 0, batch: int = 64
+    ) -> Iterator[StoredMessage]:
+        consumed: list[int] = []
+        seen.append((after_seq, consumed))
+        for message in walk_back(store, user_id, session_id, after_seq=after_seq, batch=batch):
+            consumed.append(message.seq)
+            yield message
+
+    monkeypatch.setattr(MessageStore, "walk_back", spy)
+    return seen
+
+
+def test_prepare_reads_as_many_rows_for_2000_messages_as_for_200(
+    small: Memory,
+    user_id: str,
+    message_rows: list[int],
+    walks: list[tuple[int, list[int]]],
+) -> None:
+    rows_read: dict[int, int] = {}
+    consumed: dict[int, int] = {}
+    contexts: dict[int, list[dict[str, Any]]] = {}
+    for length in (200, 2_000):
+        session_id = f"session-{uuid.uuid4()}"
+        small.record(user_id=user_id, session_id=session_id, messages=conversation(length))
+        message_rows.clear()
+        walks.clear()
+
+        contexts[length] = small.prepare(
+            user_id=user_id, session_id=session_id, input="Next?"
+        ).messages
+
+        rows_read[length] = sum(message_rows)
+        [(after_seq, seqs)] = walks
+        assert after_seq == 0
+        assert seqs == list(range(length + 1, length + 1 - len(seqs), -1))
+        consumed[length] = len(seqs)
+
+    assert rows_read[200] == rows_read[2_000] < 200
+    assert consumed[200] == consumed[2_000] < 200
+    assert contexts[200] == contexts[2_000]
+    small.run_worker(until_idle=True)
+
+
+def test_prepare_never_reads_past_the_summary_boundary(
+    small: Memory,
+    user_id: str,
+    session_id: str,
+    message_rows: list[int],
+    walks: list[tuple[int, list[int]]],
+) -> None:
+    small.record(user_id=user_id, session_id=session_id, messages=conversation(300))
+    summary = small.consolidate(user_id=user_id, session_id=session_id)
+    assert summary is not None
+    assert summary.kind == "raw"  # no model configured: the offline raw archive
+    boundary = summary.boundary_seq
+    assert 0 < boundary < 300
+    message_rows.clear()
+    walks.clear()
+
+    context = small.prepare(user_id=user_id, session_id=session_id)
+
+    # What is after the boundary fits the budget: the walk reads it all and stops there.
+    assert walks == [(boundary, list(range(300, boundary, -1)))]
+    assert sum(message_rows) == 300 - boundary
+    assert context.report.summary is not None
+    assert (context.report.summary.kind, context.report.summary.covered) == ("raw", boundary)
+    assert context.messages[0]["role"] == "system"
+    assert context.messages[0]["content"].startswith("Summary of the earlier conversation")
+    # Then the window: the newest messages after the boundary (the raw archive is long, and
+    # the oldest window units go before the summary is shortened).
+    history = small.history(user_id=user_id, session_id=session_id)
+    kept = context.messages[1:]
+    assert 0 < len(kept) <= 300 - boundary
+    assert kept == [m.payload for m in history[-len(kept) :]]
+    assert context.report.tokens.total == count_tokens(context.messages) <= context.report.budget
+
+
+# Invalid input: a clear error, and nothing stored.
+
+
+MALFORMED = [
+    pytest.param({"content": "no role"}, "role", id="missing-role"),
+    pytest.param({"role": "robot", "content": "beep"}, "role", id="unknown-role"),
+    pytest.param({"role": "user", "content": 42}, "content", id="content-an-int"),
+    pytest.param(["user", "hi"], "expected a dict", id="not-a-dict"),
+    pytest.param({"role": "user", "content": "hi", "id": 7}, "id must be a string", id="int-id"),
+    pytest.param(
+        {"role": "user", "content": "hi", "metadata": ["x"]},
+        "metadata must be a dict",
+        id="list-metadata",
+    ),
+    pytest.param(
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {}}]},
+        "tool_calls",
+        id="call-without-name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "problem"), MALFORMED)
+def test_a_malformed_message_is_refused_naming_it_and_nothing_is_stored(
+    mem: Memory, user_id: str, session_id: str, message: Any, problem: str
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="first")
+
+    with pytest.raises(InvalidHistoryError) as caught:
+        mem.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[{"role": "assistant", "content": "fine"}, message],
+        )
+
+    assert "message 1" in str(caught.value)
+    assert problem in str(caught.value)
+    assert contents(mem.history(user_id=user_id, session_id=session_id)) == ["first"]
+
+
+@pytest.mark.parametrize("given", [{"role": "robot", "content": "hi"}, 42, {"content": "hi"}])
+def test_a_malformed_input_to_prepare_is_refused_and_nothing_is_stored(
+    mem: Memory, user_id: str, session_id: str, given: Any
+) -> None:
+    with pytest.raises(InvalidHistoryError, match="message 0"):
+        mem.prepare(user_id=user_id, session_id=session_id, input=given)
+
+    assert mem.history(user_id=user_id, session_id=session_id) == []
+
+
+def test_an_orphan_tool_result_is_refused_and_nothing_is_stored(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="hi")
+    mem.record(
+        user_id=user_id, session_id=session_id, messages=[{"role": "assistant", "content": "hello"}]
+    )
+
+    with pytest.raises(InvalidHistoryError, match="call_1"):
+        mem.record(user_id=user_id, session_id=session_id, messages=[tool_result("call_1")])
+    with pytest.raises(InvalidHistoryError, match="cannot come first"):
+        mem.record(
+            user_id=user_id, session_id=f"{session_id}-new", messages=[tool_result("call_1")]
+        )
+
+    assert contents(mem.history(user_id=user_id, session_id=session_id)) == ["hi", "hello"]
+    assert mem.history(user_id=user_id, session_id=f"{session_id}-new") == []
+
+
+def test_a_result_for_an_unknown_call_is_refused_and_nothing_is_stored(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="Weather?")
+    mem.record(user_id=user_id, session_id=session_id, messages=[tool_call("call_1")])
+
+    with pytest.raises(InvalidHistoryError, match="call_2"):
+        mem.record(user_id=user_id, session_id=session_id, messages=[tool_result("call_2")])
+
+    assert len(mem.history(user_id=user_id, session_id=session_id)) == 2
+    # The right result is still accepted.
+    mem.record(user_id=user_id, session_id=session_id, messages=[tool_result("call_1")])
+    assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
+
+
+def test_a_user_message_while_calls_are_open_is_refused_and_nothing_is_stored(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="Weather?")
+    mem.record(user_id=user_id, session_id=session_id, messages=[tool_call("call_1")])
+
+    with pytest.raises(InvalidHistoryError, match="call_1"):
+        mem.prepare(user_id=user_id, session_id=session_id, input="Never mind.")
+    with pytest.raises(InvalidHistoryError, match="call_1"):
+        mem.record(
+            user_id=user_id, session_id=session_id, messages=[{"role": "user", "content": "Hm?"}]
+        )
+
+    assert [m.role for m in mem.history(user_id=user_id, session_id=session_id)] == [
+        "user",
+        "assistant",
+    ]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        pytest.param({"role": "robot", "content": "x"}, id="malformed"),
+        pytest.param(tool_result("call_9"), id="unanswerable"),
+        pytest.param({"role": "assistant", "content": "x " * 20_000}, id="too-large"),
+    ],
+)
+def test_a_batch_whose_last_message_is_invalid_stores_none_of_it(
+    small: Memory, user_id: str, session_id: str, last: dict[str, Any]
+) -> None:
+    small.prepare(user_id=user_id, session_id=session_id, input="Go")
+    batch = [tool_call("call_1"), tool_result("call_1"), {"role": "assistant", "content": "Done"}]
+
+    with pytest.raises((InvalidHistoryError, ContextOverflowError), match="message 3"):
+        small.record(user_id=user_id, session_id=session_id, messages=[*batch, last])
+
+    assert contents(small.history(user_id=user_id, session_id=session_id)) == ["Go"]
+
+
+def test_a_client_id_twice_in_one_batch_is_refused_and_nothing_is_stored(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    twice = [
+        {"role": "user", "content": "a", "id": "same"},
+        {"role": "assistant", "content": "b", "id": "same"},
+    ]
+
+    with pytest.raises(ValueError, match="same"):
+        mem.record(user_id=user_id, session_id=session_id, messages=twice)
+
+    assert mem.history(user_id=user_id, session_id=session_id) == []
+
+
+def test_another_users_session_is_refused_everywhere(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="mine")
+    intruder = f"intruder-{uuid.uuid4()}"
+    attempts: list[Callable[[], object]] = [
+        lambda: mem.prepare(user_id=intruder, session_id=session_id, input="let me in"),
+        lambda: mem.prepare(user_id=intruder, session_id=session_id),
+        lambda: mem.record(
+            user_id=intruder, session_id=session_id, messages=[{"role": "user", "content": "x"}]
+        ),
+        lambda: mem.history(user_id=intruder, session_id=session_id),
+        lambda: mem.summary(user_id=intruder, session_id=session_id),
+        lambda: mem.consolidate(user_id=intruder, session_id=session_id),
+    ]
+
+    for attempt in attempts:
+        with pytest.raises(SessionOwnershipError, match=session_id):
+            attempt()
+
+    assert contents(mem.history(user_id=user_id, session_id=session_id)) == ["mine"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"context_window": -5},
+        {"context_window": 0},
+        {"max_output": -1},
+        {"safety_margin": -1},
+        {"recent_messages": -1},
+        {"tool_result_max_tokens": 0},
+    ],
+)
+def test_negative_budgets_are_refused_before_connecting(values: dict[str, Any]) -> None:
+    # Nothing listens at this address: the settings must fail before any connection is tried.
+    unreachable = "postgresql+psycopg://nobody@127.0.0.1:9/nothing"
+
+    with pytest.raises(ValidationError, match=next(iter(values))):
+        Memory.open(unreachable, **values)
+
+
+@pytest.mark.parametrize(
+    ("values", "problem"),
+    [
+        ({"context_window": 1_000, "max_output": 1_000}, "leaves no room"),
+        ({"context_window": 1_000, "max_output": 950}, "leaves no room"),
+        ({"context_window": 1_000}, "leaves no room"),  # gpt-4o-mini reserves 16,384
+        ({"model": "my-own-model"}, "unknown model"),
+    ],
+)
+def test_budgets_that_leave_no_room_are_refused_at_open(
+    database_url: str, facade_database: Database, values: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(BudgetError, match=problem):
+        Memory.open(database_url, **values)
+    with pytest.raises(BudgetError, match=problem):
+        Memory(facade_database, Settings(**values))
+
+
+def test_a_message_larger_than_the_whole_window_is_refused_with_its_numbers(
+    small: Memory, user_id: str, session_id: str
+) -> None:
+    small.prepare(user_id=user_id, session_id=session_id, input="hello")
+    huge = "word " * 3_000
+
+    attempts: list[Callable[[], object]] = [
+        lambda: small.prepare(user_id=user_id, session_id=session_id, input=huge),
+        lambda: small.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[{"role": "assistant", "content": huge}],
+        ),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ContextOverflowError) as caught:
+            attempt()
+        error = caught.value
+        assert error.budget == small.budget.history
+        assert error.required > error.budget
+        assert f"{error.required} tokens" in str(error)
+        assert f"budget is {error.budget}" in str(error)
+
+    assert contents(small.history(user_id=user_id, session_id=session_id)) == ["hello"]
