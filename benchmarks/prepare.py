@@ -1,8 +1,9 @@
 """Latency of ``Memory.prepare`` as a session grows: 100, 1,000 and 10,000 stored messages.
 
 Each turn is ``prepare`` (user input stored, window loaded, context assembled; no LLM) followed
-by ``record`` of the assistant's reply, on the embedded Postgres. The summary is in its steady
-state (consolidated offline before timing), as a background worker keeps it in production.
+by ``record`` of the assistant's reply, on the embedded Postgres. As in production, a worker
+process (``stratamem worker``) consolidates the summary (offline, as raw archives) while the
+turns run, so each session is in its steady state; it shares the machine's two cores.
 
 Run: .venv/bin/python benchmarks/prepare.py
 """
@@ -10,7 +11,10 @@ Run: .venv/bin/python benchmarks/prepare.py
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -91,13 +95,22 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--context-window", type=int, default=8_192)
     args = parser.parse_args()
+    settings = {
+        "model": "gpt-4o-mini",
+        "context_window": str(args.context_window),
+        "max_output": "1024",
+        "summary_mode": "background",
+        "summary_debounce_seconds": "0",
+    }
     with tempfile.TemporaryDirectory() as folder:
-        mem = Memory.open(
-            data_dir=Path(folder),
-            model="gpt-4o-mini",
-            context_window=args.context_window,
-            max_output=1_024,
-            summary_mode="background",
+        mem = Memory.open(data_dir=Path(folder), **settings)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "memory.cli", "worker"],
+            env={
+                **os.environ,
+                "STRATAMEM_DATABASE_URL": mem.database_url,
+                **{f"STRATAMEM_{name.upper()}": value for name, value in settings.items()},
+            },
         )
         with mem:
             measure(mem, 100, 20)  # warm up: tokenizer, connections, caches
@@ -109,6 +122,8 @@ def main() -> None:
                 p50s[size] = statistics.median(timings)
                 print(f"{size:>9} {p50s[size]:>8.2f} {percentile(timings, 0.95):>8.2f}")
             print(f"p50 ratio 10,000/100: {p50s[10_000] / p50s[100]:.2f}")
+        worker.terminate()
+        worker.wait()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from memory.consolidation import FoldPolicy
 from memory.consolidator import Consolidator
 from memory.errors import ContextOverflowError, InvalidHistoryError
 from memory.llm import ChatModel, OpenAIChatModel
-from memory.messages import Message, parse_messages
+from memory.messages import parse_messages
+from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
 from memory.summary import Summarizer, SummaryEvent, SummarySettings
 from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
@@ -62,6 +63,7 @@ class Memory:
         self._database = database
         self._counter = counter or TiktokenCounter(settings.model)
         self._messages = MessageStore(database)
+        self._recent = RecentMessages(self._messages)
         self._summaries = SummaryStore(database)
         self._jobs = JobQueue(database)
         if chat is None and settings.llm_configured:
@@ -131,6 +133,11 @@ class Memory:
             database.close()
             raise
 
+    @property
+    def database_url(self) -> str:
+        """The URL of the database in use (for the embedded one, its Unix-socket URL)."""
+        return self._database.url
+
     def prepare(
         self,
         *,
@@ -153,12 +160,12 @@ class Memory:
             payload = {"role": "user", "content": input} if isinstance(input, str) else input
             self.record(user_id=user_id, session_id=session_id, messages=[payload])
         summary = self._summaries.get(user_id, session_id)
-        stored, seen_tokens = self._load_window(user_id, session_id, summary)
-        if seen_tokens > self._consolidator.policy.trigger_tokens:
+        recent = self._load_recent(user_id, session_id, summary)
+        if recent.tokens > self._consolidator.policy.trigger_tokens:
             if self.settings.summary_mode == "inline":
                 if self._consolidator.consolidate(user_id, session_id) is not None:
                     summary = self._summaries.get(user_id, session_id)
-                    stored, _ = self._load_window(user_id, session_id, summary)
+                    recent = self._load_recent(user_id, session_id, summary)
             else:
                 self._jobs.enqueue(
                     CONSOLIDATE,
@@ -166,7 +173,7 @@ class Memory:
                     session_id,
                     delay_seconds=self.settings.summary_debounce_seconds,
                 )
-        window = [Message.from_openai(message.payload) for message in stored]
+        window = list(recent.messages)
         if problems := validate_history(window):
             raise InvalidHistoryError(problems)
         return assemble(
@@ -273,24 +280,17 @@ class Memory:
             metadata=dict(metadata),
         )
 
-    def _load_window(
+    def _load_recent(
         self, user_id: str, session_id: str, summary: SummaryRecord | None
-    ) -> tuple[list[StoredMessage], int]:
-        # Walk back from the newest message with the stored counts, never past the summary
-        # boundary, until the budget is exceeded at a unit start and the current turn is
-        # whole: the cost of a request does not grow with the length of the history.
-        boundary = summary.boundary_seq if summary else 0
-        collected: list[StoredMessage] = []
-        seen_tokens = 0
-        seen_user = False
-        for message in self._messages.walk_back(user_id, session_id, after_seq=boundary, batch=128):
-            collected.append(message)
-            seen_tokens += message.tokens
-            seen_user = seen_user or message.role == "user"
-            if seen_tokens > self.budget.history and seen_user and message.role != "tool":
-                break
-        collected.reverse()
-        return collected, seen_tokens
+    ) -> RecentWindow:
+        # Never past the summary boundary, and only a little more than the budget: the cost of
+        # a request does not grow with the length of the history.
+        return self._recent.load(
+            user_id,
+            session_id,
+            after_seq=summary.boundary_seq if summary else 0,
+            budget=self.budget.history,
+        )
 
     def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
         if summary is None:

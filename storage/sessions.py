@@ -1,8 +1,9 @@
 """``MessageStore``: append-only messages of user-owned sessions, in per-session order."""
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Connection, Row, Table, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -12,6 +13,9 @@ from storage.models import MessageRow, SessionRow
 from storage.records import NewMessage, StoredMessage
 
 __all__ = ["MessageStore", "Validator"]
+
+#: The messages table, for Core statements on the hot paths.
+MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]  # declared with a Table
 
 #: Called as ``validate(open_tail, new_messages)`` before a batch is stored; raising rejects it.
 Validator = Callable[[list[StoredMessage], list[NewMessage]], None]
@@ -70,48 +74,54 @@ class MessageStore:
         if len(client_ids) != len(set(client_ids)):
             raise ValueError(f"a client id appears twice in one batch: {client_ids}")
         with self._database.transaction() as session:
-            session.execute(
-                insert(SessionRow)
-                .values(id=session_id, user_id=user_id)
-                .on_conflict_do_nothing(index_elements=[SessionRow.id])
-            )
-            owner = session.execute(
-                select(SessionRow.user_id, SessionRow.last_seq)
-                .where(SessionRow.id == session_id)
-                .with_for_update()
-            ).one()
-            if owner.user_id != user_id:
+            # Core statements on the session's connection: this is the hot path of every
+            # request, and the ORM's unit of work would only add overhead here.
+            connection = session.connection()
+            owner = _lock_session(connection, session_id)
+            if owner is None:
+                connection.execute(
+                    insert(SessionRow)
+                    .values(id=session_id, user_id=user_id)
+                    .on_conflict_do_nothing(index_elements=[SessionRow.id])
+                )
+                owner = _lock_session(connection, session_id)
+            if owner is None or owner.user_id != user_id:  # sessions are never deleted
                 raise SessionOwnershipError(session_id)
-            existing = _by_client_id(session, session_id, client_ids)
+            existing = _by_client_id(connection, session_id, client_ids)
             fresh = [m for m in messages if m.client_id is None or m.client_id not in existing]
-            rows: list[MessageRow] = []
+            stored: list[StoredMessage] = []
             if fresh:
                 if validate is not None:
-                    validate(_open_tail(session, session_id), fresh)
-                rows = [
-                    MessageRow(
-                        session_id=session_id,
-                        seq=owner.last_seq + position,
-                        role=m.role,
-                        payload=m.payload,
-                        tokens=m.tokens,
-                        client_id=m.client_id,
-                        meta=m.metadata,
+                    validate(_open_tail(connection, session_id), fresh)
+                rows = connection.execute(
+                    insert(MESSAGES)
+                    .values(
+                        [
+                            {
+                                "session_id": session_id,
+                                "seq": owner.last_seq + position,
+                                "role": m.role,
+                                "payload": m.payload,
+                                "tokens": m.tokens,
+                                "client_id": m.client_id,
+                                "metadata": m.metadata,
+                            }
+                            for position, m in enumerate(fresh, start=1)
+                        ]
                     )
-                    for position, m in enumerate(fresh, start=1)
-                ]
-                session.add_all(rows)
-                session.execute(
+                    .returning(*MESSAGES.c)
+                )
+                stored = sorted(map(_record, rows), key=lambda record: record.seq)
+                connection.execute(
                     update(SessionRow)
                     .where(SessionRow.id == session_id)
-                    .values(last_seq=owner.last_seq + len(rows))
+                    .values(last_seq=owner.last_seq + len(fresh))
                 )
-                session.flush()
-            inserted = iter(rows)
+            inserted = iter(stored)
             return [
-                _record(existing[m.client_id])
+                existing[m.client_id]
                 if m.client_id is not None and m.client_id in existing
-                else _record(next(inserted))
+                else next(inserted)
                 for m in messages
             ]
 
@@ -141,37 +151,27 @@ class MessageStore:
             raise ValueError("batch must be at least 1")
         with self._database.transaction() as session:
             last = _owned_last_seq(session, user_id, session_id)
-        return self._walk(session_id, last, after_seq, batch)
+            first = _between(
+                session, session_id, max(after_seq, last - batch), last, newest_first=True
+            )
+        return self._walk(first, session_id, last - batch, after_seq, batch)
 
     def _walk(
-        self, session_id: str, upto: int, after_seq: int, batch: int
+        self,
+        first: list[StoredMessage],
+        session_id: str,
+        upto: int,
+        after_seq: int,
+        batch: int,
     ) -> Iterator[StoredMessage]:
         # Seqs are contiguous (appends are serialised), so each seq range holds exactly `batch`.
-        # Plain column rows, not ORM objects: this is the hot path of every request.
-        table = MessageRow.__table__
+        yield from first
         while upto > after_seq:
             with self._database.transaction() as session:
-                rows = session.execute(
-                    select(table)
-                    .where(
-                        table.c.session_id == session_id,
-                        table.c.seq > max(after_seq, upto - batch),
-                        table.c.seq <= upto,
-                    )
-                    .order_by(table.c.seq.desc())
-                ).all()
-            for row in rows:
-                yield StoredMessage.model_construct(
-                    id=row.id,
-                    session_id=row.session_id,
-                    seq=row.seq,
-                    role=row.role,
-                    payload=row.payload,
-                    tokens=row.tokens,
-                    client_id=row.client_id,
-                    metadata=row.metadata,
-                    created_at=row.created_at,
+                records = _between(
+                    session, session_id, max(after_seq, upto - batch), upto, newest_first=True
                 )
+            yield from records
             upto -= batch
 
     def history(self, user_id: str, session_id: str) -> list[StoredMessage]:
@@ -195,7 +195,7 @@ class MessageStore:
         with self._database.transaction() as session:
             last = _owned_last_seq(session, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
-            return [_record(row) for row in _between(session, session_id, after_seq, upto)]
+            return _between(session, session_id, after_seq, upto)
 
     def tokens_after(self, user_id: str, session_id: str, after_seq: int) -> tuple[int, int]:
         """Return the total tokens and the number of the messages after ``after_seq``.
@@ -227,11 +227,22 @@ class MessageStore:
             return _owned_last_seq(session, user_id, session_id)
 
 
+def _lock_session(connection: Connection, session_id: str) -> Row[str, int] | None:
+    """Lock the session row for this transaction; return its owner and last seq."""
+    return connection.execute(
+        select(SessionRow.user_id, SessionRow.last_seq)
+        .where(SessionRow.id == session_id)
+        .with_for_update()
+    ).one_or_none()
+
+
 def _owned_last_seq(session: Session, user_id: str, session_id: str) -> int:
     """Return the session's last seq after checking its owner (0 for an unknown session)."""
-    row = session.execute(
-        select(SessionRow.user_id, SessionRow.last_seq).where(SessionRow.id == session_id)
-    ).one_or_none()
+    row = (
+        session.connection()
+        .execute(select(SessionRow.user_id, SessionRow.last_seq).where(SessionRow.id == session_id))
+        .one_or_none()
+    )
     if row is None:
         return 0
     if row.user_id != user_id:
@@ -239,55 +250,59 @@ def _owned_last_seq(session: Session, user_id: str, session_id: str) -> int:
     return int(row.last_seq)
 
 
-def _between(session: Session, session_id: str, after_seq: int, upto_seq: int) -> list[MessageRow]:
-    """Load the rows with ``after_seq < seq <= upto_seq`` in seq order, via the seq index."""
-    return list(
-        session.scalars(
-            select(MessageRow)
-            .where(
-                MessageRow.session_id == session_id,
-                MessageRow.seq > after_seq,
-                MessageRow.seq <= upto_seq,
-            )
-            .order_by(MessageRow.seq)
+def _between(
+    session: Session, session_id: str, after_seq: int, upto_seq: int, *, newest_first: bool = False
+) -> list[StoredMessage]:
+    """The messages with ``after_seq < seq <= upto_seq`` in seq order (or newest first)."""
+    order = MESSAGES.c.seq.desc() if newest_first else MESSAGES.c.seq
+    rows = session.connection().execute(
+        select(MESSAGES)
+        .where(
+            MESSAGES.c.session_id == session_id,
+            MESSAGES.c.seq > after_seq,
+            MESSAGES.c.seq <= upto_seq,
         )
-    )
-
-
-def _by_client_id(
-    session: Session, session_id: str, client_ids: list[str]
-) -> dict[str, MessageRow]:
-    """Load the session's rows that carry one of ``client_ids``, keyed by client id."""
-    if not client_ids:
-        return {}
-    rows = session.scalars(
-        select(MessageRow).where(
-            MessageRow.session_id == session_id, MessageRow.client_id.in_(client_ids)
-        )
-    )
-    return {row.client_id: row for row in rows if row.client_id is not None}
-
-
-def _open_tail(session: Session, session_id: str) -> list[StoredMessage]:
-    """Load the stored messages from the last non-``tool`` message of the session onward."""
-    # Scans backwards on (session_id, seq) and stops at the first non-tool message, so the cost
-    # is the length of the tail, not of the session.
-    start = session.scalar(
-        select(MessageRow.seq)
-        .where(MessageRow.session_id == session_id, MessageRow.role != "tool")
-        .order_by(MessageRow.seq.desc())
-        .limit(1)
-    )
-    rows = session.scalars(
-        select(MessageRow)
-        .where(MessageRow.session_id == session_id, MessageRow.seq >= (start or 0))
-        .order_by(MessageRow.seq)
+        .order_by(order)
     )
     return [_record(row) for row in rows]
 
 
-def _record(row: MessageRow) -> StoredMessage:
-    """Turn an ORM row into the record callers see."""
+def _by_client_id(
+    connection: Connection, session_id: str, client_ids: list[str]
+) -> dict[str, StoredMessage]:
+    """Load the session's messages that carry one of ``client_ids``, keyed by client id."""
+    if not client_ids:
+        return {}
+    rows = connection.execute(
+        select(MESSAGES).where(
+            MESSAGES.c.session_id == session_id, MESSAGES.c.client_id.in_(client_ids)
+        )
+    )
+    return {row.client_id: _record(row) for row in rows}
+
+
+def _open_tail(connection: Connection, session_id: str) -> list[StoredMessage]:
+    """Load the stored messages from the last non-``tool`` message of the session onward."""
+    # max() with the filter scans the (session_id, seq) index backwards and stops at the first
+    # non-tool message, so the cost is the length of the tail, not of the session.
+    last_unit_start = (
+        select(func.max(MESSAGES.c.seq))
+        .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "tool")
+        .scalar_subquery()
+    )
+    rows = connection.execute(
+        select(MESSAGES)
+        .where(
+            MESSAGES.c.session_id == session_id,
+            MESSAGES.c.seq >= func.coalesce(last_unit_start, 0),
+        )
+        .order_by(MESSAGES.c.seq)
+    )
+    return [_record(row) for row in rows]
+
+
+def _record(row: Row[Any]) -> StoredMessage:
+    """Turn a row of the messages table into the record callers see."""
     # The row was validated on its way in; skipping validation keeps window loads cheap.
     return StoredMessage.model_construct(
         id=row.id,
@@ -297,6 +312,6 @@ def _record(row: MessageRow) -> StoredMessage:
         payload=row.payload,
         tokens=row.tokens,
         client_id=row.client_id,
-        metadata=row.meta,
+        metadata=row.metadata,
         created_at=row.created_at,
     )

@@ -33,11 +33,31 @@ class SummaryStore:
         Raises:
             SessionOwnershipError: The session belongs to another user.
         """
+        summaries = SummaryRow.__table__
+        # One Core query for the owner and the summary: it runs on every request.
+        query = (
+            select(SessionRow.user_id, summaries)
+            .select_from(SessionRow)
+            .outerjoin(summaries, summaries.c.session_id == SessionRow.id)
+            .where(SessionRow.id == session_id)
+        )
         with self._database.transaction() as session:
-            if _owner(session, session_id) not in (None, user_id):
-                raise SessionOwnershipError(session_id)
-            row = session.get(SummaryRow, session_id)
-            return None if row is None else _record(row)
+            row = session.connection().execute(query).one_or_none()
+        if row is None:
+            return None
+        if row.user_id != user_id:
+            raise SessionOwnershipError(session_id)
+        if row.version is None:
+            return None
+        return SummaryRecord(
+            session_id=session_id,
+            content=row.content,
+            kind=row.kind,
+            boundary_seq=row.boundary_seq,
+            covered=row.covered,
+            version=row.version,
+            updated_at=row.updated_at,
+        )
 
     def save(
         self,
