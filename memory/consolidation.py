@@ -9,7 +9,7 @@ from memory.errors import BudgetError
 from memory.messages import Message
 from memory.units import current_turn_start, split_units
 
-__all__ = ["FoldPolicy", "plan_fold"]
+__all__ = ["FoldPolicy", "limit_fold", "plan_fold"]
 
 #: Consolidate when the raw messages after the boundary exceed this share of the history budget.
 TRIGGER_RATIO = 0.5
@@ -73,6 +73,22 @@ def plan_fold(
         kept += unit_tokens
         fold = start
     return fold
+
+
+def limit_fold(
+    messages: Sequence[Message], tokens: Sequence[int], fold: int, max_tokens: int
+) -> int:
+    """The longest run of whole units in ``messages[:fold]`` within ``max_tokens`` (at least one).
+
+    A backlog (a worker that fell behind) is folded in several bounded summariser calls instead
+    of one prompt of unbounded size.
+    """
+    limited = 0
+    for unit in split_units(messages[:fold]):
+        if limited and sum(tokens[: unit.stop]) > max_tokens:
+            break
+        limited = unit.stop
+    return limited
 
 
 def _orphan_tool_run(messages: Sequence[Message]) -> int:

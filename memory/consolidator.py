@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from memory.consolidation import FoldPolicy
+from memory.consolidation import FoldPolicy, limit_fold
 from memory.messages import Message
 from memory.summary import PreviousSummary, Summarizer
 from storage import MessageStore, SummaryRecord, SummaryStore
@@ -37,18 +37,32 @@ class Consolidator:
     def consolidate(self, user_id: str, session_id: str) -> SummaryRecord | None:
         """Fold the messages that left the window into the summary, if the trigger is reached.
 
+        A backlog is folded in steps of at most twice the trigger, one summariser call each.
+
         Returns:
             The new summary, or ``None`` when nothing was due or another consolidation won.
         """
+        saved: SummaryRecord | None = None
+        while True:
+            step, more = self._fold_once(user_id, session_id)
+            if step is None:
+                return saved
+            saved = step
+            if not more:
+                return saved
+
+    def _fold_once(self, user_id: str, session_id: str) -> tuple[SummaryRecord | None, bool]:
         previous = self._summaries.get(user_id, session_id)
         boundary = previous.boundary_seq if previous else 0
         stored = self._messages.between(
             user_id, session_id, boundary, self._messages.last_seq(user_id, session_id)
         )
         parsed = [Message.from_openai(message.payload) for message in stored]
-        fold = self.policy.plan(parsed, [message.tokens for message in stored])
+        tokens = [message.tokens for message in stored]
+        due = self.policy.plan(parsed, tokens)
+        fold = limit_fold(parsed, tokens, due, 2 * self.policy.trigger_tokens)
         if fold == 0:
-            return None
+            return None, False
         result = self._summarizer.summarise(
             PreviousSummary(text=previous.content, kind=previous.kind) if previous else None,
             parsed[:fold],
@@ -64,4 +78,4 @@ class Consolidator:
         )
         if saved is None:
             logger.info("session %s: another consolidation stored first; discarded", session_id)
-        return saved
+        return saved, fold < due

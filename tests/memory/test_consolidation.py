@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.consolidation import FoldPolicy, plan_fold
+from memory.consolidation import FoldPolicy, limit_fold, plan_fold
 from memory.errors import BudgetError
 from memory.messages import Message, parse_messages
 from memory.units import current_turn_start, split_units, validate_history
@@ -172,3 +172,18 @@ def test_the_fold_point_is_a_safe_unit_boundary(
         grown = kept + sum(tokens[previous:fold])
         recent_unit = fold > len(messages) - recent
         assert grown > target and (grown > trigger or not recent_unit)
+
+
+def test_limit_fold_keeps_whole_units_within_the_limit() -> None:
+    history = parse_messages([user(), calls("a", "b"), result("b"), result("a"), assistant()])
+    tokens = [10, 10, 10, 10, 10]
+
+    assert limit_fold(history, tokens, 5, max_tokens=25) == 1
+    assert limit_fold(history, tokens, 5, max_tokens=40) == 4
+    assert limit_fold(history, tokens, 4, max_tokens=1_000) == 4
+
+
+def test_limit_fold_always_folds_at_least_one_unit() -> None:
+    history = parse_messages([calls("a"), result("a"), user()])
+
+    assert limit_fold(history, [500, 500, 5], 2, max_tokens=10) == 2

@@ -23,6 +23,7 @@ from memory import (
     ContextOverflowError,
     InvalidHistoryError,
     Memory,
+    ScriptedChatModel,
     Settings,
     count_tokens,
     validate_history,
@@ -631,3 +632,30 @@ def test_a_message_larger_than_the_whole_window_is_refused_with_its_numbers(
         assert f"budget is {error.budget}" in str(error)
 
     assert contents(small.history(user_id=user_id, session_id=session_id)) == ["hello"]
+
+
+def test_a_backlog_is_folded_in_bounded_summariser_calls(
+    facade_database: Database, user_id: str, session_id: str
+) -> None:
+    chat = ScriptedChatModel([f"summary {n}" for n in range(50)])
+    memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
+    for turn in range(60):  # background mode and no worker: a backlog builds up
+        memory.prepare(user_id=user_id, session_id=session_id, input=f"question {turn} " * 10)
+        memory.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[{"role": "assistant", "content": f"answer {turn} " * 10}],
+        )
+    trigger = memory._consolidator.policy.trigger_tokens
+    history = memory.history(user_id=user_id, session_id=session_id)
+
+    summary = memory.consolidate(user_id=user_id, session_id=session_id)
+
+    assert summary is not None and summary.version == len(chat.requests) > 1
+    assert summary.covered == summary.boundary_seq
+    folded = [m for m in history if m.seq <= summary.boundary_seq]
+    assert sum(m.tokens for m in folded) > 2 * trigger
+    for request in chat.requests:
+        prompt = request.messages[-1]["content"]
+        in_prompt = [m for m in folded if f"{m.payload['content'].strip()}" in prompt]
+        assert 0 < sum(m.tokens for m in in_prompt) <= 2 * trigger
