@@ -14,7 +14,7 @@ from memory.consolidation import FoldPolicy
 from memory.consolidator import Consolidator
 from memory.errors import ContextOverflowError, InvalidHistoryError
 from memory.llm import ChatModel, OpenAIChatModel
-from memory.messages import parse_messages
+from memory.messages import Message, parse_messages
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
 from memory.summary import Summarizer, SummaryEvent, SummarySettings
@@ -158,7 +158,13 @@ class Memory:
         """
         if input is not None:
             payload = {"role": "user", "content": input} if isinstance(input, str) else input
-            self.record(user_id=user_id, session_id=session_id, messages=[payload])
+            # Checked with the system message before storing: an input that can never be sent
+            # must not stay in the session.
+            system_tokens = (
+                self._counter.count_message(Message(role="system", content=system)) if system else 0
+            )
+            message = self._new_message(0, payload, reserved=system_tokens)
+            self._messages.append(user_id, session_id, [message], validate=_check_structure)
         summary = self._summaries.get(user_id, session_id)
         recent = self._load_recent(user_id, session_id, summary)
         if recent.tokens > self._consolidator.policy.trigger_tokens:
@@ -201,6 +207,8 @@ class Memory:
             storage.SessionOwnershipError: the session belongs to another user.
         """
         batch = [self._new_message(index, data) for index, data in enumerate(messages)]
+        if not batch:
+            return []  # nothing to store, and no session is created for nothing
         return self._messages.append(user_id, session_id, batch, validate=_check_structure)
 
     def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
@@ -249,7 +257,7 @@ class Memory:
     ) -> None:
         self.close()
 
-    def _new_message(self, index: int, data: Mapping[str, Any]) -> NewMessage:
+    def _new_message(self, index: int, data: Mapping[str, Any], *, reserved: int = 0) -> NewMessage:
         if not isinstance(data, Mapping):
             raise InvalidHistoryError(
                 [f"message {index}: expected a dict, got {type(data).__name__}"]
@@ -268,10 +276,11 @@ class Memory:
             problems = [p.replace("message 0:", f"message {index}:", 1) for p in error.problems]
             raise InvalidHistoryError(problems) from error
         tokens = self._counter.count_message(message)
-        required = tokens + REPLY_PRIMING_TOKENS
+        required = reserved + tokens + REPLY_PRIMING_TOKENS
         if message.role != "tool" and required > self.budget.history:
             # A tool result can be cut to fit; any other message would never fit a request.
-            raise ContextOverflowError(required, self.budget.history, f"message {index} alone")
+            detail = f"message {index}" + (" with the system message" if reserved else " alone")
+            raise ContextOverflowError(required, self.budget.history, detail)
         return NewMessage(
             payload=message.to_openai(),
             role=message.role,

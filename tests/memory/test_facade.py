@@ -634,6 +634,31 @@ def test_a_message_larger_than_the_whole_window_is_refused_with_its_numbers(
     assert contents(small.history(user_id=user_id, session_id=session_id)) == ["hello"]
 
 
+def test_an_input_that_fits_alone_but_not_with_the_system_message_is_not_stored(
+    small: Memory, user_id: str, session_id: str
+) -> None:
+    small.prepare(user_id=user_id, session_id=session_id, input="hello")
+    system = "rule " * (small.budget.history // 2)
+    question = "why " * (small.budget.history // 2)
+
+    with pytest.raises(ContextOverflowError, match="with the system message") as caught:
+        small.prepare(user_id=user_id, session_id=session_id, input=question, system=system)
+
+    assert caught.value.required > small.budget.history
+    assert contents(small.history(user_id=user_id, session_id=session_id)) == ["hello"]
+    context = small.prepare(user_id=user_id, session_id=session_id, input=question)
+    assert context.messages[-1]["content"] == question
+
+
+def test_recording_nothing_creates_no_session(mem: Memory, user_id: str, session_id: str) -> None:
+    assert mem.record(user_id=user_id, session_id=session_id, messages=[]) == []
+
+    mem.prepare(user_id="another-user", session_id=session_id, input="mine")
+
+    with pytest.raises(SessionOwnershipError):
+        mem.history(user_id=user_id, session_id=session_id)
+
+
 def test_a_backlog_is_folded_in_bounded_summariser_calls(
     facade_database: Database, user_id: str, session_id: str
 ) -> None:

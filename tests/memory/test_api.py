@@ -1,0 +1,61 @@
+"""The public surface of ``memory`` is explicit and pinned: changing it is a decision."""
+
+import memory
+
+EXPECTED = {
+    "AssembledContext",
+    "Budget",
+    "BudgetError",
+    "ChatModel",
+    "Completion",
+    "ConfigurationError",
+    "ContextOverflowError",
+    "ContextReport",
+    "Dropped",
+    "InvalidHistoryError",
+    "LLMError",
+    "LayerTokens",
+    "Memory",
+    "Message",
+    "ModelLimits",
+    "OpenAIChatModel",
+    "RetrievedMemory",
+    "ScriptedChatModel",
+    "Settings",
+    "StratamemError",
+    "SummaryContext",
+    "SummaryEvent",
+    "SummaryResult",
+    "SummarySettings",
+    "SummaryState",
+    "Summarizer",
+    "TiktokenCounter",
+    "TokenCounter",
+    "ToolResultCut",
+    "Unit",
+    "assemble",
+    "count_tokens",
+    "limits_for",
+    "parse_messages",
+    "plan_budget",
+    "render_messages",
+    "split_units",
+    "trim_history",
+    "validate_history",
+}
+
+
+def test_the_exported_names_are_pinned() -> None:
+    assert set(memory.__all__) == EXPECTED
+
+
+def test_every_exported_name_exists() -> None:
+    missing = [name for name in memory.__all__ if not hasattr(memory, name)]
+    assert missing == []
+
+
+def test_the_errors_are_value_errors_where_the_input_is_at_fault() -> None:
+    assert issubclass(memory.InvalidHistoryError, ValueError)
+    assert issubclass(memory.ContextOverflowError, ValueError)
+    assert issubclass(memory.BudgetError, ValueError)
+    assert issubclass(memory.LLMError, memory.StratamemError)
