@@ -106,6 +106,7 @@ def main() -> None:
         mem = Memory.open(data_dir=Path(folder), **settings)
         worker = subprocess.Popen(
             [sys.executable, "-m", "memory.cli", "worker"],
+            stdout=subprocess.DEVNULL,
             env={
                 **os.environ,
                 "STRATAMEM_DATABASE_URL": mem.database_url,

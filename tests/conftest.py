@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_process import Child, Spawn
 from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
 from pgserver.postgres_server import PostgresServer
 from pgserver.utils import PostmasterInfo
@@ -64,3 +65,18 @@ def user_id() -> str:
 def session_id() -> str:
     """A fresh session id."""
     return f"session-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    """Start child processes; any still alive when the test ends (it failed) is killed."""
+    children: list[Child] = []
+
+    def start(script: Path, *args: str, env: dict[str, str] | None = None) -> Child:
+        children.append(Child(script, *args, env=env))
+        return children[-1]
+
+    yield start
+    for child in children:
+        if child.process.poll() is None:
+            child.kill()

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from child_process import say, wait_for_go, wait_for_line
 from sqlalchemy import event
 
 import memory.facade
@@ -94,17 +95,6 @@ def turn_problems(history: list[StoredMessage], writers: list[str], count: int) 
     return problems
 
 
-def say(line: str) -> None:
-    """Tell the parent something, now."""
-    print(line, flush=True)
-
-
-def wait_for_go() -> None:
-    """Say ready and block until the parent writes a line."""
-    say("ready")
-    sys.stdin.readline()
-
-
 def turns(url: str, user_id: str, session_id: str, writer: str, count: str) -> None:
     """Write turns through ``Memory.open(url)`` once the parent says go; report any problem."""
     with Memory.open(url) as mem:
@@ -160,10 +150,10 @@ def open_embedded(user_id: str, session_id: str, writer: str) -> None:
         mem.record(user_id=user_id, session_id=session_id, messages=[question(writer, 0)])
         say("opened")
         # Read once the sibling has written too: both must see one shared database.
-        sys.stdin.readline()
+        wait_for_line()
         history = mem.history(user_id=user_id, session_id=session_id)
         say("seen " + ",".join(sorted(str(m.client_id) for m in history)))
-        sys.stdin.readline()
+        wait_for_line()
 
 
 MODES: dict[str, Callable[..., None]] = {

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from child_process import say
 from sqlalchemy import event
 
 from memory import Memory, Settings
@@ -31,11 +32,6 @@ SETTINGS: dict[str, Any] = {
 def settings(base_url: str, **overrides: Any) -> Settings:
     """The test settings with the summariser at ``base_url``."""
     return Settings(**{**SETTINGS, "llm_base_url": base_url, **overrides})
-
-
-def say(line: str) -> None:
-    """Tell the parent something, now."""
-    print(line, flush=True)
 
 
 def consolidate(url: str, base_url: str, user_id: str, session_id: str) -> None:

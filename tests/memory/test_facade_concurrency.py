@@ -6,75 +6,33 @@ Children are ``facade_child.py`` processes spoken to over pipes; nothing waits o
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from child_process import Child, Spawn
 from facade_child import answer, batch, question, turn_problems, write_turns
 
 from memory import Memory
 from storage import Database, MessageStore
 
 CHILD = Path(__file__).with_name("facade_child.py")
-REPO = Path(__file__).resolve().parents[2]
 THREADS = [f"t{n}" for n in range(8)]
 TURNS = 10
 
 
-class Child:
-    """A facade_child.py process, spoken to line by line over its stdin and stdout."""
-
-    def __init__(self, *args: str, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(CHILD), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-
-    def read(self) -> str:
-        """Block until the child says something; fail if it died instead."""
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line, f"child exited with {self.process.wait()}"
-        return line.strip()
-
-    def tell(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def finish(self) -> int:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        return self.process.wait()
-
-
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., Child]]:
-    """Start children (with extra environment variables); any still alive at the end is killed."""
-    children: list[Child] = []
+def spawn(spawn: Spawn) -> Callable[..., Child]:
+    """Start facade_child.py children, without this process's ``STRATAMEM_*`` variables and with
+    extra environment variables given as keywords, through the shared ``spawn`` fixture."""
     base = {key: value for key, value in os.environ.items() if not key.startswith("STRATAMEM_")}
-    base["PYTHONPATH"] = os.pathsep.join([str(REPO), str(CHILD.parent)])
 
     def start(*args: str, **env: str) -> Child:
-        children.append(Child(*args, env={**base, **env}))
-        return children[-1]
+        return spawn(CHILD, *args, env={**base, **env})
 
-    yield start
-    for child in children:
-        if child.process.poll() is None:
-            child.kill()
+    return start
 
 
 def run_writers(mem: Memory, user_id: str, session_id: str, *, own_input: bool) -> list[str]:

@@ -3,12 +3,10 @@ real ``openai`` client at a local fake server that replies, fails and hangs on p
 
 from __future__ import annotations
 
+import functools
 import itertools
-import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import Child, Spawn
 from fake_openai import Behaviour, Empty, FakeOpenAI, Hang, Reply, Status
 from sqlalchemy import make_url, text
 from summary_child import SETTINGS, settings
@@ -29,7 +28,6 @@ from memory.units import validate_history
 from storage import Database, SummaryRecord, SummaryStore
 
 CHILD = Path(__file__).with_name("summary_child.py")
-REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "You are a travel assistant."
 #: A bound for waits on things that happen within a second; reached only when a test fails.
 WAIT_S = 30.0
@@ -588,39 +586,10 @@ def test_when_the_window_overflows_before_the_job_runs_the_context_stays_valid(
 # --- SIGKILL -------------------------------------------------------------------------------
 
 
-class Child:
-    """A summary_child.py process; it talks over stdout, the parent only kills it."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(CHILD.parent)])}
-        self.process = subprocess.Popen(
-            [sys.executable, str(CHILD), *args], stdout=subprocess.PIPE, text=True, env=env
-        )
-
-    def expect(self, wanted: str) -> None:
-        """Block until the child says ``wanted``; fail if it exits first."""
-        assert self.process.stdout is not None
-        while (said := self.process.stdout.readline()) != wanted + "\n":
-            assert said, f"child exited with {self.process.wait()} before saying {wanted!r}"
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        assert self.process.wait() == -signal.SIGKILL
-
-
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., Child]]:
-    """Start children; any still alive when the test ends (it failed) is killed."""
-    children: list[Child] = []
-
-    def start(*args: str) -> Child:
-        children.append(Child(*args))
-        return children[-1]
-
-    yield start
-    for child in children:
-        if child.process.poll() is None:
-            child.kill()
+def spawn(spawn: Spawn) -> Callable[..., Child]:
+    """Start summary_child.py children through the shared ``spawn`` fixture."""
+    return functools.partial(spawn, CHILD)
 
 
 @pytest.mark.parametrize("moment", ["consolidate", "die-before-commit"])
@@ -652,7 +621,7 @@ def test_a_consolidation_killed_midway_leaves_summary_and_messages_intact(
         server.script(Reply("Summary from the child."))
         child = spawn(moment, db.url, server.base_url, user_id, session_id)
         child.expect("committing")
-    child.kill()
+    assert child.kill() == -signal.SIGKILL
     server.release()
 
     with Database.open(db.url, pool_size=2) as reopened_database:
@@ -690,7 +659,7 @@ def test_a_job_held_by_a_killed_worker_is_taken_over_once_its_lease_expires(
 
     child = spawn("work", db.url, server.base_url, user_id, session_id)
     assert arrived.wait(WAIT_S), "the child worker's summary request never arrived"
-    child.kill()
+    assert child.kill() == -signal.SIGKILL
     server.release()
 
     assert jobs_of(db, session_id) == [("running", 1)]

@@ -9,22 +9,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from child_process import say, wait_for_go, wait_for_line
 from filelock import FileLock
 from sqlalchemy import event, text
 from storage_samples import written
 
 from storage import Database, MessageStore
-
-
-def say(line: str) -> None:
-    """Tell the parent something, now."""
-    print(line, flush=True)
-
-
-def wait_for_go() -> None:
-    """Say ready and block until the parent writes a line."""
-    say("ready")
-    sys.stdin.readline()
 
 
 def append(data_dir: str, user_id: str, session_id: str, writer: str, count: str) -> None:
@@ -68,7 +58,7 @@ def open_database(data_dir: str) -> None:
         versions = c.execute(text("SELECT version FROM schema_migrations ORDER BY 1")).scalars()
         say("versions " + ",".join(str(v) for v in versions))
         # Stay open until the sibling has opened too, so both share the server at once.
-        sys.stdin.readline()
+        wait_for_line()
 
 
 MODES: dict[str, Callable[..., None]] = {

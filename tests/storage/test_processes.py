@@ -1,14 +1,12 @@
 """Tests of storage shared by several processes: concurrent appends, SIGKILL, locks, first open."""
 
-import os
-import signal
-import subprocess
-import sys
+import functools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from child_process import Child, Spawn
 from filelock import FileLock, Timeout
 from storage_samples import assert_complete_and_ordered, user
 
@@ -16,57 +14,12 @@ from storage import Database, MessageStore
 from storage.engine import embedded_lock_path
 
 CHILD = Path(__file__).with_name("storage_child.py")
-REPO = Path(__file__).resolve().parents[2]
-
-
-class Child:
-    """A storage_child.py process, spoken to line by line over its stdin and stdout."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(CHILD.parent)])}
-        self.process = subprocess.Popen(
-            [sys.executable, str(CHILD), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-
-    def read(self) -> str:
-        """Block until the child says something; fail if it died instead."""
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line, f"child exited with {self.process.wait()}"
-        return line.strip()
-
-    def tell(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def finish(self) -> int:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        return self.process.wait()
 
 
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., Child]]:
-    """Start children; any still alive when the test ends (it failed) is killed."""
-    children: list[Child] = []
-
-    def start(*args: str) -> Child:
-        children.append(Child(*args))
-        return children[-1]
-
-    yield start
-    for child in children:
-        if child.process.poll() is None:
-            child.kill()
+def spawn(spawn: Spawn) -> Callable[..., Child]:
+    """Start storage_child.py children through the shared ``spawn`` fixture."""
+    return functools.partial(spawn, CHILD)
 
 
 def test_two_processes_appending_to_one_session(
