@@ -5,7 +5,7 @@ by ``record`` of the assistant's reply, on the embedded Postgres. As in producti
 process (``stratamem worker``) consolidates the summary (offline, as raw archives) while the
 turns run, so each session is in its steady state; it shares the machine's two cores.
 
-Run: .venv/bin/python benchmarks/prepare.py
+Run from the repository root: ``python -m benchmarks.prepare`` (or ``scripts/bench`` for all).
 """
 
 from __future__ import annotations

@@ -8,9 +8,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed-${extras:-base}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet -e ".${extras:+[$extras]}"
     touch "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"
-export HF_HUB_OFFLINE=1
