@@ -10,7 +10,7 @@ from typing import Self
 
 import platformdirs
 from filelock import FileLock, Timeout
-from sqlalchemy import URL, Engine, create_engine, make_url
+from sqlalchemy import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
@@ -53,6 +53,9 @@ class Database:
         self._engine = engine
         self._data_folder = data_folder
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        # Reads on the hot path need no BEGIN/COMMIT round trips: each statement is its own
+        # snapshot, which is all they need (stored messages never change).
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def open(
@@ -129,6 +132,22 @@ class Database:
         try:
             with self._sessions.begin() as session:
                 yield session
+        except _UNAVAILABLE as error:
+            raise DatabaseUnavailableError(f"database error: {error}") from error
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """Open a connection in autocommit mode, for reads whose statements stand alone.
+
+        Yields:
+            The connection; each statement sees the data committed when it starts.
+
+        Raises:
+            DatabaseUnavailableError: The database could not be reached or used.
+        """
+        try:
+            with self._reader.connect() as connection:
+                yield connection
         except _UNAVAILABLE as error:
             raise DatabaseUnavailableError(f"database error: {error}") from error
 

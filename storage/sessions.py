@@ -5,7 +5,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Table, func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
 
 from storage.engine import Database
 from storage.errors import SessionOwnershipError
@@ -149,10 +148,10 @@ class MessageStore:
         """
         if batch < 1:
             raise ValueError("batch must be at least 1")
-        with self._database.transaction() as session:
-            last = _owned_last_seq(session, user_id, session_id)
+        with self._database.reading() as connection:
+            last = _owned_last_seq(connection, user_id, session_id)
             first = _between(
-                session, session_id, max(after_seq, last - batch), last, newest_first=True
+                connection, session_id, max(after_seq, last - batch), last, newest_first=True
             )
         return self._walk(first, session_id, last - batch, after_seq, batch)
 
@@ -167,9 +166,9 @@ class MessageStore:
         # Seqs are contiguous (appends are serialised), so each seq range holds exactly `batch`.
         yield from first
         while upto > after_seq:
-            with self._database.transaction() as session:
+            with self._database.reading() as connection:
                 records = _between(
-                    session, session_id, max(after_seq, upto - batch), upto, newest_first=True
+                    connection, session_id, max(after_seq, upto - batch), upto, newest_first=True
                 )
             yield from records
             upto -= batch
@@ -192,10 +191,10 @@ class MessageStore:
         Raises:
             SessionOwnershipError: The session belongs to another user.
         """
-        with self._database.transaction() as session:
-            last = _owned_last_seq(session, user_id, session_id)
+        with self._database.reading() as connection:
+            last = _owned_last_seq(connection, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
-            return _between(session, session_id, after_seq, upto)
+            return _between(connection, session_id, after_seq, upto)
 
     def tokens_after(self, user_id: str, session_id: str, after_seq: int) -> tuple[int, int]:
         """Return the total tokens and the number of the messages after ``after_seq``.
@@ -203,9 +202,9 @@ class MessageStore:
         Raises:
             SessionOwnershipError: The session belongs to another user.
         """
-        with self._database.transaction() as session:
-            _owned_last_seq(session, user_id, session_id)
-            total, count = session.execute(
+        with self._database.reading() as connection:
+            _owned_last_seq(connection, user_id, session_id)
+            total, count = connection.execute(
                 select(func.coalesce(func.sum(MessageRow.tokens), 0), func.count()).where(
                     MessageRow.session_id == session_id, MessageRow.seq > after_seq
                 )
@@ -214,8 +213,8 @@ class MessageStore:
 
     def session_owner(self, session_id: str) -> str | None:
         """Return the user owning a session, or None when no such session exists."""
-        with self._database.transaction() as session:
-            return session.scalar(select(SessionRow.user_id).where(SessionRow.id == session_id))
+        with self._database.reading() as connection:
+            return connection.scalar(select(SessionRow.user_id).where(SessionRow.id == session_id))
 
     def last_seq(self, user_id: str, session_id: str) -> int:
         """Return the seq of the session's last message (0 when empty or unknown).
@@ -223,8 +222,8 @@ class MessageStore:
         Raises:
             SessionOwnershipError: The session belongs to another user.
         """
-        with self._database.transaction() as session:
-            return _owned_last_seq(session, user_id, session_id)
+        with self._database.reading() as connection:
+            return _owned_last_seq(connection, user_id, session_id)
 
 
 def _lock_session(connection: Connection, session_id: str) -> Row[str, int] | None:
@@ -236,13 +235,11 @@ def _lock_session(connection: Connection, session_id: str) -> Row[str, int] | No
     ).one_or_none()
 
 
-def _owned_last_seq(session: Session, user_id: str, session_id: str) -> int:
+def _owned_last_seq(connection: Connection, user_id: str, session_id: str) -> int:
     """Return the session's last seq after checking its owner (0 for an unknown session)."""
-    row = (
-        session.connection()
-        .execute(select(SessionRow.user_id, SessionRow.last_seq).where(SessionRow.id == session_id))
-        .one_or_none()
-    )
+    row = connection.execute(
+        select(SessionRow.user_id, SessionRow.last_seq).where(SessionRow.id == session_id)
+    ).one_or_none()
     if row is None:
         return 0
     if row.user_id != user_id:
@@ -251,11 +248,16 @@ def _owned_last_seq(session: Session, user_id: str, session_id: str) -> int:
 
 
 def _between(
-    session: Session, session_id: str, after_seq: int, upto_seq: int, *, newest_first: bool = False
+    connection: Connection,
+    session_id: str,
+    after_seq: int,
+    upto_seq: int,
+    *,
+    newest_first: bool = False,
 ) -> list[StoredMessage]:
     """The messages with ``after_seq < seq <= upto_seq`` in seq order (or newest first)."""
     order = MESSAGES.c.seq.desc() if newest_first else MESSAGES.c.seq
-    rows = session.connection().execute(
+    rows = connection.execute(
         select(MESSAGES)
         .where(
             MESSAGES.c.session_id == session_id,

@@ -41,8 +41,8 @@ class SummaryStore:
             .outerjoin(summaries, summaries.c.session_id == SessionRow.id)
             .where(SessionRow.id == session_id)
         )
-        with self._database.transaction() as session:
-            row = session.connection().execute(query).one_or_none()
+        with self._database.reading() as connection:
+            row = connection.execute(query).one_or_none()
         if row is None:
             return None
         if row.user_id != user_id:
