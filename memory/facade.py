@@ -179,11 +179,8 @@ class Memory:
                     session_id,
                     delay_seconds=self.settings.summary_debounce_seconds,
                 )
-        window = list(recent.messages)
-        if problems := validate_history(window):
-            raise InvalidHistoryError(problems)
         return assemble(
-            window,
+            list(recent.messages),
             budget=self.budget.history,
             counter=self._counter,
             system=system,
