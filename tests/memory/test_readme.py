@@ -1,0 +1,25 @@
+"""The README's facade example runs as written (on an embedded database of its own)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_facade_example_runs(fresh_data_dir: Path) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    example = next(block for block in blocks if "Memory.open()" in block)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STRATAMEM_")}
+    env["STRATAMEM_DATA_DIR"] = str(fresh_data_dir)
+
+    run = subprocess.run(
+        [sys.executable, "-c", example], env=env, capture_output=True, text=True, check=False
+    )
+
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "3"  # the input, the tool call and its result
