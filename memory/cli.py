@@ -22,6 +22,7 @@ from memory.messages import Message, parse_messages
 from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
 from memory.trim import trim_history, unit_tokens
 from memory.units import Unit, current_turn_start, split_units, validate_history
+from storage import StorageError
 
 __all__ = ["build_parser", "main"]
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args, Console(file=sys.stdout))
-    except (CommandError, StratamemError) as error:
+    except (CommandError, StratamemError, StorageError) as error:
         code = error.exit_code if isinstance(error, CommandError) else EXIT_PROBLEM
         Console(file=sys.stderr, soft_wrap=True).print(
             f"[bold red]stratamem: error:[/] {escape(str(error))}", highlight=False
