@@ -37,11 +37,18 @@ class RecentWindow:
 
 
 class RecentMessages:
-    """Loads the recent window of a session, reading only what changed since the last load."""
+    """Loads the recent window of a session, reading only what changed since the last load.
 
-    def __init__(self, store: MessageStore, *, sessions: int = 1_024) -> None:
+    Args:
+        store: where the messages are.
+        max_tokens: the most tokens of messages the cache holds over all sessions (the default
+            is about 8 MB of text); the least recently used sessions are forgotten first.
+    """
+
+    def __init__(self, store: MessageStore, *, max_tokens: int = 2_000_000) -> None:
         self._store = store
-        self._sessions = sessions
+        self._max_tokens = max_tokens
+        self._cached_tokens = 0
         self._cache: OrderedDict[tuple[str, str], RecentWindow] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -82,10 +89,12 @@ class RecentMessages:
         with self._lock:
             current = self._cache.get(key)
             if current is None or current.last_seq <= window.last_seq:
+                self._cached_tokens += window.tokens - (current.tokens if current else 0)
                 self._cache[key] = window
             self._cache.move_to_end(key)
-            if len(self._cache) > self._sessions:
-                self._cache.popitem(last=False)
+            while self._cached_tokens > self._max_tokens:
+                _, forgotten = self._cache.popitem(last=False)
+                self._cached_tokens -= forgotten.tokens
         return window
 
 

@@ -1,4 +1,4 @@
-"""The database goes away and comes back: clear errors meanwhile, then work resumes, nothing lost."""
+"""The database goes away and comes back: clear errors meanwhile, then it resumes, nothing lost."""
 
 from __future__ import annotations
 

@@ -96,15 +96,20 @@ def test_the_cache_never_serves_another_users_session(
         recent.load("someone-else", session_id, after_seq=0, budget=100)
 
 
-def test_the_cache_holds_at_most_the_configured_number_of_sessions(
+def test_the_cache_forgets_the_least_recently_used_sessions_past_its_token_limit(
     store: CountingStore, user_id: str, session_id: str
 ) -> None:
-    recent = RecentMessages(store, sessions=2)
-    for session in (f"{session_id}-a", f"{session_id}-b", f"{session_id}-c"):
+    one_session = sum(message.tokens for message in turn(random.Random(3), 0))
+    recent = RecentMessages(store, max_tokens=2 * one_session)
+    sessions = [f"{session_id}-{name}" for name in "abc"]
+    for session in sessions:
         store.append(user_id, session, turn(random.Random(3), 0))
-        recent.load(user_id, session, after_seq=0, budget=100)
+        recent.load(user_id, session, after_seq=0, budget=10_000)
     store.read = 0
 
-    recent.load(user_id, f"{session_id}-a", after_seq=0, budget=100)  # evicted: read again
+    for session in sessions[1:]:  # still cached: nothing new to read
+        recent.load(user_id, session, after_seq=0, budget=10_000)
+    assert store.read == 0
 
-    assert store.read == len(store.history(user_id, f"{session_id}-a"))
+    recent.load(user_id, sessions[0], after_seq=0, budget=10_000)  # forgotten: read again
+    assert store.read == len(store.history(user_id, sessions[0]))
