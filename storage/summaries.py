@@ -1,6 +1,8 @@
 """``SummaryStore``: one rolling summary per session, updated by compare-and-set."""
 
-from sqlalchemy import func, select, update
+from typing import Any
+
+from sqlalchemy import Row, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -47,17 +49,7 @@ class SummaryStore:
             return None
         if row.user_id != user_id:
             raise SessionOwnershipError(session_id)
-        if row.version is None:
-            return None
-        return SummaryRecord(
-            session_id=session_id,
-            content=row.content,
-            kind=row.kind,
-            boundary_seq=row.boundary_seq,
-            covered=row.covered,
-            version=row.version,
-            updated_at=row.updated_at,
-        )
+        return None if row.version is None else _record(row)
 
     def save(
         self,
@@ -138,8 +130,8 @@ def _owner(session: Session, session_id: str) -> str | None:
     return session.scalar(select(SessionRow.user_id).where(SessionRow.id == session_id))
 
 
-def _record(row: SummaryRow) -> SummaryRecord:
-    """Turn an ORM row into the record callers see."""
+def _record(row: SummaryRow | Row[Any]) -> SummaryRecord:
+    """Turn an ORM row, or a row with the same columns, into the record callers see."""
     return SummaryRecord(
         session_id=row.session_id,
         content=row.content,
