@@ -25,7 +25,7 @@ from memory.layers import (
 )
 from memory.report import Dropped, ToolResultCut
 from memory.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from memory.trim import cap_tool_results, unit_tokens
+from memory.trim import cap_tool_results, cut_turn_to_fit, unit_tokens
 from memory.units import Unit
 
 __all__ = [
@@ -97,8 +97,8 @@ def fit_current_turn(
 ) -> CappedContext:
     """Cut the current turn's tool results to ``tool_result_max_tokens``, and further if needed.
 
-    The further cut bisects for the largest per-result size at which the system message, pins
-    and turn fit; each probe cuts the original results, so markers count from the original.
+    The further cut (``cut_turn_to_fit``) finds the largest per-result size at which the system
+    message, pins and turn fit.
 
     Raises:
         ContextOverflowError: the mandatory part does not fit even with the markers alone.
@@ -108,30 +108,16 @@ def fit_current_turn(
     system_tokens = counter.count_message(parts.system) if parts.system else 0
     pin_tokens = counter.count_message(pins) if pins else 0
     room = budget - REPLY_PRIMING_TOKENS - system_tokens - pin_tokens
-
-    def cut_to(level: int) -> tuple[tuple[Unit, ...], int]:
-        units = tuple(_cut_results(unit, level, counter) for unit in parts.current_turn)
-        return units, sum(unit_tokens(unit, counter) for unit in units)
-
-    turn, tokens = cut_to(tool_result_max_tokens)
+    turn = tuple(cut_turn_to_fit(parts.current_turn, room, tool_result_max_tokens, counter))
+    tokens = sum(unit_tokens(unit, counter) for unit in turn)
     if tokens > room:
-        turn, tokens = cut_to(0)
-        if tokens > room:
-            raise ContextOverflowError(
-                budget - room + tokens,
-                budget,
-                f"system message {system_tokens} + pinned memories {pin_tokens} + current turn "
-                f"{tokens} with its tool results cut to the marker + reply priming "
-                f"{REPLY_PRIMING_TOKENS}",
-            )
-        low, high = 0, tool_result_max_tokens
-        while high - low > 1:
-            level = (low + high) // 2
-            candidate, candidate_tokens = cut_to(level)
-            if candidate_tokens <= room:
-                low, turn = level, candidate
-            else:
-                high = level
+        raise ContextOverflowError(
+            budget - room + tokens,
+            budget,
+            f"system message {system_tokens} + pinned memories {pin_tokens} + current turn "
+            f"{tokens} with its tool results cut to the marker + reply priming "
+            f"{REPLY_PRIMING_TOKENS}",
+        )
     cuts = _cuts(parts.current_turn, turn, "input", counter)
     return replace(capped, parts=replace(parts, current_turn=turn), cuts=capped.cuts + cuts)
 
@@ -141,29 +127,14 @@ def cut_window_tool_results(
 ) -> CappedContext:
     """Cut every tool result above ``tool_result_max_tokens`` in the window and recent units."""
     parts = capped.parts
-    window = tuple(_cut_results(unit, tool_result_max_tokens, counter) for unit in parts.window)
-    recent = tuple(_cut_results(unit, tool_result_max_tokens, counter) for unit in parts.recent)
+    window = tuple(cap_tool_results(unit, tool_result_max_tokens, counter) for unit in parts.window)
+    recent = tuple(cap_tool_results(unit, tool_result_max_tokens, counter) for unit in parts.recent)
     cuts = _cuts(parts.window, window, "window", counter) + _cuts(
         parts.recent, recent, "recent", counter
     )
     return replace(
         capped, parts=replace(parts, window=window, recent=recent), cuts=capped.cuts + cuts
     )
-
-
-def _cut_results(unit: Unit, max_tokens: int, counter: TokenCounter) -> Unit:
-    """Cut a unit's tool results like ``cap_tool_results``, keeping any the cut would not shrink.
-
-    The marker alone can be larger than a small result; such a result stays as it was.
-    """
-    cut = cap_tool_results(unit, max_tokens, counter)
-    if cut is unit:
-        return unit
-    messages = tuple(
-        new if counter.count_message(new) < counter.count_message(old) else old
-        for new, old in zip(cut.messages, unit.messages, strict=True)
-    )
-    return Unit(unit.start, messages, unit.kind)
 
 
 def _cuts(

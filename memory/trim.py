@@ -1,7 +1,7 @@
 """Trimming a chat history to a token budget by atomic units, cutting oversized tool results.
 
-``trim_history`` is the one-call entry point on plain OpenAI dicts; ``cut_tool_result``,
-``cap_tool_results`` and ``keep_recent_units`` are the building blocks the assembler reuses.
+``trim_history`` is the one-call entry point on plain OpenAI dicts; ``cap_tool_results`` and
+``cut_turn_to_fit`` are the building blocks the hard cap reuses.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ __all__ = [
     "cap_tool_results",
     "cut_marker",
     "cut_tool_result",
+    "cut_turn_to_fit",
     "keep_recent_units",
     "trim_history",
     "unit_tokens",
@@ -48,8 +49,8 @@ def cut_tool_result(message: Message, max_tokens: int, counter: TokenCounter) ->
 
     Returns:
         ``message`` itself when it already fits; otherwise a new message that fits, or, when not
-        even the marker fits, the smallest possible one (the marker alone), which the caller
-        must treat as an overflow.
+        even the marker fits, the smaller of the marker alone and ``message`` (a cut never makes
+        a result bigger), which the caller must treat as an overflow.
     """
     total = counter.count_message(message)
     if total <= max_tokens:
@@ -68,7 +69,8 @@ def cut_tool_result(message: Message, max_tokens: int, counter: TokenCounter) ->
         if overshoot <= 0:
             return candidate
         room -= overshoot
-    return _with_text(message, cut_marker(content_tokens))
+    marker_only = _with_text(message, cut_marker(content_tokens))
+    return marker_only if counter.count_message(marker_only) < total else message
 
 
 def _with_text(message: Message, text: str) -> Message:
@@ -235,44 +237,42 @@ def _select_units(history: _History, max_tokens: int, cap: int) -> list[Unit]:
     fixed = REPLY_PRIMING_TOKENS + _tokens(pinned, counter)
     turn = history.turn_start()
     current = list(history.units_before(len(history.originals), stop_at=turn))[::-1]
-    current = _fit_current_turn(current, fixed, max_tokens, cap, counter)
+    current = cut_turn_to_fit(current, max_tokens - fixed, cap, counter)
     spent = fixed + _tokens(current, counter)
+    if spent > max_tokens:
+        raise ContextOverflowError(
+            spent,
+            max_tokens,
+            "system message, current turn with tool results cut to the marker, reply priming",
+        )
     recent = _fit_newest_first(history.units_before(turn), max_tokens - spent, counter, cap)
     return sorted([*pinned, *recent, *current], key=lambda unit: unit.start)
 
 
-def _fit_current_turn(
-    units: list[Unit], fixed: int, max_tokens: int, cap: int, counter: TokenCounter
+def cut_turn_to_fit(
+    units: Sequence[Unit], room: int, cap: int, counter: TokenCounter
 ) -> list[Unit]:
     """The current turn with its tool results cut to ``cap``, and further if it must be.
 
-    ``fixed`` tokens (system message, reply priming) are spent already. When the capped turn
-    does not fit, bisection finds the largest per-result level below ``cap`` at which it does,
-    so the largest results are cut first. Every level cuts the original results, so each
-    marker counts from the original size.
+    When the capped turn does not fit ``room`` tokens, bisection finds the largest per-result
+    level below ``cap`` at which it does, so the largest results are cut first. Every level
+    cuts the original results, so each marker counts from the original size.
 
-    Raises:
-        ContextOverflowError: the turn does not fit even with every tool result cut to the
-            marker alone.
+    Returns:
+        The cut units; when not even the bare markers fit, the units cut to the markers, which
+        the caller reports as an overflow.
     """
-    budget = max_tokens - fixed
     capped = [cap_tool_results(unit, cap, counter) for unit in units]
-    if _tokens(capped, counter) <= budget:
+    if _tokens(capped, counter) <= room:
         return capped
-    smallest = [cap_tool_results(unit, 0, counter) for unit in units]
-    required = _tokens(smallest, counter)
-    if required > budget:
-        raise ContextOverflowError(
-            fixed + required,
-            max_tokens,
-            "system message, current turn with tool results cut to the marker, reply priming",
-        )
+    best = [cap_tool_results(unit, 0, counter) for unit in units]
+    if _tokens(best, counter) > room:
+        return best
     low, high = 0, min(cap, _largest_tool_result(units, counter))
-    best = smallest
     while high - low > 1:
         level = (low + high) // 2
         candidate = [cap_tool_results(unit, level, counter) for unit in units]
-        if _tokens(candidate, counter) <= budget:
+        if _tokens(candidate, counter) <= room:
             low, best = level, candidate
         else:
             high = level

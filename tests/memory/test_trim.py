@@ -422,3 +422,13 @@ def test_keep_recent_units_can_cost_units_with_cut_results() -> None:
     units = split_units(parse_messages([user("a"), asks("c"), result("c", words(1_000))]))
     assert keep_recent_units(units, 200, counter) == 2
     assert keep_recent_units(units, 200, counter, tool_result_max_tokens=100) == 0
+
+
+def test_a_cut_never_makes_a_small_tool_result_bigger() -> None:
+    counter = TiktokenCounter("gpt-4o-mini")
+    small = Message.from_openai(result("c1", "three short words"))
+    size = counter.count_message(small)
+
+    cut = cut_tool_result(small, size - 1, counter)  # the marker alone is bigger than it
+
+    assert cut is small
