@@ -54,9 +54,7 @@ class Consolidator:
     def _fold_once(self, user_id: str, session_id: str) -> tuple[SummaryRecord | None, bool]:
         previous = self._summaries.get(user_id, session_id)
         boundary = previous.boundary_seq if previous else 0
-        stored = self._messages.between(
-            user_id, session_id, boundary, self._messages.last_seq(user_id, session_id)
-        )
+        stored = self._messages.between(user_id, session_id, boundary, None)
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
         due = self.policy.plan(parsed, tokens)
