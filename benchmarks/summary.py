@@ -27,14 +27,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from memory.consolidation import FoldPolicy
+from memory.context.messages import Message, parse_messages
+from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
-from memory.messages import Message, parse_messages
-from memory.summary import PreviousSummary, Summarizer, SummarySettings
-from memory.tokens import TiktokenCounter
-from memory.transcript import cut_to_tokens
+from memory.summary.policy import FoldPolicy
+from memory.summary.summarizer import PreviousSummary, Summarizer, SummarySettings
+from memory.summary.transcript import cut_to_tokens
 
-FAKE_SERVER = Path(__file__).resolve().parents[1] / "tests" / "memory" / "fake_openai.py"
+FAKE_SERVER = Path(__file__).resolve().parents[1] / "tests" / "fake_openai.py"
 
 TOPICS = (
     "the billing export",

@@ -25,10 +25,10 @@ from langchain_core.messages import (
     trim_messages,
 )
 
-from memory.messages import Message
-from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, count_tokens
-from memory.trim import trim_history
-from memory.units import validate_history
+from memory.context.messages import Message
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, count_tokens
+from memory.context.trim import trim_history
+from memory.context.units import validate_history
 
 MODEL = "gpt-4o-mini"
 MESSAGES = 10_000

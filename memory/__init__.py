@@ -4,8 +4,13 @@ The pure core (messages to assembler) does no I/O and works on plain lists of Op
 message dicts, e.g. ``trim_history(messages, max_tokens=3_000)``.
 """
 
-from memory.assembler import AssembledContext, RetrievedMemory, SummaryContext, assemble
-from memory.budget import Budget, ModelLimits, limits_for, plan_budget
+from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext, assemble
+from memory.context.budget import Budget, ModelLimits, limits_for, plan_budget
+from memory.context.messages import Message, parse_messages, render_messages
+from memory.context.report import ContextReport, Dropped, LayerTokens, SummaryState, ToolResultCut
+from memory.context.tokens import TiktokenCounter, TokenCounter, count_tokens
+from memory.context.trim import trim_history
+from memory.context.units import Unit, split_units, validate_history
 from memory.errors import (
     BudgetError,
     ConfigurationError,
@@ -16,13 +21,8 @@ from memory.errors import (
 )
 from memory.facade import Memory
 from memory.llm import ChatModel, Completion, OpenAIChatModel, ScriptedChatModel
-from memory.messages import Message, parse_messages, render_messages
-from memory.report import ContextReport, Dropped, LayerTokens, SummaryState, ToolResultCut
 from memory.settings import Settings
-from memory.summary import Summarizer, SummaryEvent, SummaryResult, SummarySettings
-from memory.tokens import TiktokenCounter, TokenCounter, count_tokens
-from memory.trim import trim_history
-from memory.units import Unit, split_units, validate_history
+from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult, SummarySettings
 
 __all__ = [
     "AssembledContext",

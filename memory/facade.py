@@ -8,18 +8,18 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from memory.assembler import AssembledContext, SummaryContext, assemble
-from memory.budget import Budget, plan_budget
-from memory.consolidation import FoldPolicy
-from memory.consolidator import Consolidator
+from memory.context.assembler import AssembledContext, SummaryContext, assemble
+from memory.context.budget import Budget, plan_budget
+from memory.context.messages import Message, parse_messages
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
+from memory.context.units import validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
 from memory.llm import ChatModel, OpenAIChatModel
-from memory.messages import Message, parse_messages
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
-from memory.summary import Summarizer, SummaryEvent, SummarySettings
-from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
-from memory.units import validate_history
+from memory.summary.consolidator import Consolidator
+from memory.summary.policy import FoldPolicy
+from memory.summary.summarizer import Summarizer, SummaryEvent, SummarySettings
 from memory.worker import CONSOLIDATE, Worker
 from storage import (
     Database,

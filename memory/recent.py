@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from memory.messages import Message
+from memory.context.messages import Message
 from storage import MessageStore, StoredMessage
 
 __all__ = ["RecentMessages", "RecentWindow"]

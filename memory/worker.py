@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 
-from memory.consolidator import Consolidator
+from memory.summary.consolidator import Consolidator
 from storage import JobQueue
 
 __all__ = ["CONSOLIDATE", "Worker"]

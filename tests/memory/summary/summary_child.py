@@ -14,7 +14,7 @@ from child_process import say
 from sqlalchemy import event
 
 from memory import Memory, Settings
-from memory.summary import SummaryEvent
+from memory.summary.summarizer import SummaryEvent
 from storage import Database
 
 #: The settings both the parent and the child use, so they fold the same messages.

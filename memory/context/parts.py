@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from memory.messages import Message
-from memory.report import LayerTokens
-from memory.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from memory.units import Unit
+from memory.context.messages import Message
+from memory.context.report import LayerTokens
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from memory.context.units import Unit
 
 __all__ = [
     "SUMMARY_MIN_TOKENS",

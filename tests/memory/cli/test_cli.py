@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from memory.cli import build_parser, load_transcript, main, match_trimmed
-from memory.tokens import count_tokens
-from memory.trim import trim_history
+from memory.cli import build_parser, main
+from memory.cli.inspect import load_transcript, match_trimmed
+from memory.context.tokens import count_tokens
+from memory.context.trim import trim_history
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "transcript.json"
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from memory.consolidation import FoldPolicy, limit_fold
-from memory.messages import Message
-from memory.summary import PreviousSummary, Summarizer
+from memory.context.messages import Message
+from memory.summary.policy import FoldPolicy, limit_fold
+from memory.summary.summarizer import PreviousSummary, Summarizer
 from storage import MessageStore, SummaryRecord, SummaryStore
 
 __all__ = ["Consolidator"]

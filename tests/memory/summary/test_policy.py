@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.consolidation import FoldPolicy, limit_fold, plan_fold
+from memory.context.messages import Message, parse_messages
+from memory.context.units import current_turn_start, split_units, validate_history
 from memory.errors import BudgetError
-from memory.messages import Message, parse_messages
-from memory.units import current_turn_start, split_units, validate_history
+from memory.summary.policy import FoldPolicy, limit_fold, plan_fold
 
 
 def user(text: str = "question") -> dict[str, Any]:

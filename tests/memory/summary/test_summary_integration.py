@@ -21,10 +21,10 @@ from sqlalchemy import make_url, text
 from summary_child import SETTINGS, settings
 
 from memory import AssembledContext, Memory, Settings, SummaryEvent, SummaryState
-from memory.consolidation import FoldPolicy
+from memory.context.tokens import TiktokenCounter, count_tokens
+from memory.context.units import validate_history
 from memory.llm import OpenAIChatModel
-from memory.tokens import TiktokenCounter, count_tokens
-from memory.units import validate_history
+from memory.summary.policy import FoldPolicy
 from storage import Database, SummaryRecord, SummaryStore
 
 CHILD = Path(__file__).with_name("summary_child.py")

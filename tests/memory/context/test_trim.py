@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from memory.errors import ContextOverflowError, InvalidHistoryError
-from memory.messages import Message, parse_messages
-from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, count_tokens
-from memory.trim import (
+from memory.context.messages import Message, parse_messages
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, count_tokens
+from memory.context.trim import (
     cap_tool_results,
     cut_marker,
     cut_tool_result,
@@ -19,7 +18,8 @@ from memory.trim import (
     trim_history,
     unit_tokens,
 )
-from memory.units import split_units, validate_history
+from memory.context.units import split_units, validate_history
+from memory.errors import ContextOverflowError, InvalidHistoryError
 
 MODEL = "gpt-3.5-turbo"
 MARKER = re.compile(r"\n\[… (\d+) tokens cut by stratamem …\]\n")

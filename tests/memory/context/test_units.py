@@ -9,8 +9,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from memory.messages import Message, parse_messages
-from memory.units import current_turn_start, split_units, validate_history
+from memory.context.messages import Message, parse_messages
+from memory.context.units import current_turn_start, split_units, validate_history
 
 ROLES = ["system", "developer", "user", "assistant", "tool", "robot"]
 KEYS = [

@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
-from memory.messages import Message
+from memory.context.messages import Message
 
 __all__ = ["Unit", "current_turn_start", "split_units", "validate_history"]
 

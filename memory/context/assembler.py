@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.cap import CappedContext, apply_cap
+from memory.context.cap import CappedContext, apply_cap
+from memory.context.messages import Message, render_messages
+from memory.context.parts import ContextParts, RetrievedMemory, SummaryContext, order_memories
+from memory.context.report import ContextReport, SummaryState
+from memory.context.tokens import TokenCounter
+from memory.context.units import Unit, current_turn_start, split_units, validate_history
 from memory.errors import InvalidHistoryError
-from memory.layers import ContextParts, RetrievedMemory, SummaryContext, order_memories
-from memory.messages import Message, render_messages
-from memory.report import ContextReport, SummaryState
-from memory.tokens import TokenCounter
-from memory.units import Unit, current_turn_start, split_units, validate_history
 
 __all__ = [
     "AssembledContext",

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from memory.budget import (
+from memory.context.budget import (
     KNOWN_MODELS,
     Budget,
     ModelLimits,

@@ -8,11 +8,11 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from memory.context.messages import parse_messages
+from memory.context.tokens import REPLY_PRIMING_TOKENS, count_tokens, counter_for_model
+from memory.context.trim import cap_tool_results, trim_history, unit_tokens
+from memory.context.units import current_turn_start, split_units, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
-from memory.messages import parse_messages
-from memory.tokens import REPLY_PRIMING_TOKENS, count_tokens, counter_for_model
-from memory.trim import cap_tool_results, trim_history, unit_tokens
-from memory.units import current_turn_start, split_units, validate_history
 
 MODEL = "gpt-4o-mini"
 MARKER = "tokens cut by stratamem"

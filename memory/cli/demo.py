@@ -1,24 +1,22 @@
-"""The ``stratamem`` subcommands that open a database: ``demo`` and ``worker``."""
+"""``stratamem demo``: a scripted conversation through ``Memory``, offline, on the embedded DB."""
 
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 import uuid
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from memory.cli.base import Subcommands
+from memory.context.messages import Message
+from memory.context.parts import preview
 from memory.facade import Memory
-from memory.layers import preview
-from memory.messages import Message
 
-__all__ = ["register_demo", "register_worker"]
+__all__ = ["demo_turn", "register_demo"]
 
 DEMO_SYSTEM = "You are Ops Copilot, the on-call assistant of a small e-commerce team."
 DEMO_FACTS = (
@@ -31,7 +29,7 @@ DEMO_FACTS = (
 )
 
 
-def register_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_demo(subcommands: Subcommands) -> None:
     """Add ``stratamem demo``: a scripted conversation through ``Memory``, offline."""
     demo = subcommands.add_parser(
         "demo",
@@ -43,36 +41,6 @@ def register_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParse
     demo.add_argument("--turns", type=int, default=30, help="turns to play (default 30)")
     demo.add_argument("--data-dir", type=Path, help="embedded database folder")
     demo.set_defaults(handler=_run_demo)
-
-
-def register_worker(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``stratamem worker``: run queued consolidations until stopped."""
-    worker = subcommands.add_parser(
-        "worker",
-        help="run queued summary consolidations (settings from STRATAMEM_* variables)",
-        description="Claim and run queued consolidation jobs until SIGINT or SIGTERM; any "
-        "number of workers may share one database.",
-    )
-    worker.add_argument("--until-idle", action="store_true", help="stop once no job is pending")
-    worker.set_defaults(handler=_run_worker)
-
-
-def _run_worker(args: argparse.Namespace, out: Console) -> int:
-    with Memory.open() as mem:
-        if args.until_idle:
-            mem.run_worker(until_idle=True)
-            return 0
-        stop = threading.Event()
-
-        def request_stop(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
-        mem.run_worker()
-        out.print("stratamem worker running; stop it with Ctrl-C or SIGTERM")
-        stop.wait()
-    return 0
 
 
 def demo_turn(turn: int) -> tuple[str, list[dict[str, Any]]]:

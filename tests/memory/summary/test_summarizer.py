@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from fake_openai import Empty, FakeOpenAI, Hang, Malformed, Reply, Status
 
+from memory.context.messages import Message, parse_messages
+from memory.context.tokens import TiktokenCounter
 from memory.errors import ConfigurationError
 from memory.llm import OpenAIChatModel, ScriptedChatModel
-from memory.messages import Message, parse_messages
-from memory.summary import (
+from memory.summary.summarizer import (
     ARCHIVE_OMITTED,
     PreviousSummary,
     Summarizer,
     SummaryEvent,
     SummarySettings,
 )
-from memory.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter("gpt-4o-mini")
 

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from memory.errors import ContextOverflowError
-from memory.layers import (
+from memory.context.parts import (
     SUMMARY_MIN_TOKENS,
     ContextParts,
     RetrievedMemory,
@@ -23,10 +22,11 @@ from memory.layers import (
     shorten_summary_text,
     summary_message,
 )
-from memory.report import Dropped, ToolResultCut
-from memory.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from memory.trim import cap_tool_results, cut_turn_to_fit, unit_tokens
-from memory.units import Unit
+from memory.context.report import Dropped, ToolResultCut
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from memory.context.trim import cap_tool_results, cut_turn_to_fit, unit_tokens
+from memory.context.units import Unit
+from memory.errors import ContextOverflowError
 
 __all__ = [
     "CappedContext",

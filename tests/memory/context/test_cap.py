@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from memory.assembler import context_parts
-from memory.cap import (
+from memory.context.assembler import context_parts
+from memory.context.cap import (
     CappedContext,
     apply_cap,
     drop_memories,
@@ -19,8 +19,8 @@ from memory.cap import (
     drop_window_units,
     shorten_summary,
 )
-from memory.errors import ContextOverflowError
-from memory.layers import (
+from memory.context.messages import Message, parse_messages
+from memory.context.parts import (
     SUMMARY_MIN_TOKENS,
     ContextParts,
     RetrievedMemory,
@@ -28,10 +28,10 @@ from memory.layers import (
     memories_message,
     summary_message,
 )
-from memory.messages import Message, parse_messages
-from memory.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
-from memory.trim import unit_tokens
-from memory.units import validate_history
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
+from memory.context.trim import unit_tokens
+from memory.context.units import validate_history
+from memory.errors import ContextOverflowError
 
 CUT_MARKER = re.compile(r"\[… (\d+) tokens cut by stratamem …\]")
 SUMMARY_MARKER = re.compile(r"\[… (\d+) tokens of the summary cut to fit the budget …\]")

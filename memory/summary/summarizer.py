@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, replace
 from typing import Any, Literal
 
+from memory.context.messages import Message
+from memory.context.tokens import TokenCounter
 from memory.errors import ConfigurationError, LLMError
 from memory.llm import ChatModel
-from memory.messages import Message
-from memory.tokens import TokenCounter
-from memory.transcript import cut_to_tokens, raw_archive, summary_request
+from memory.summary.transcript import cut_to_tokens, raw_archive, summary_request
 
 __all__ = [
     "PreviousSummary",

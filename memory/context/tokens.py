@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import tiktoken
 
-from memory.messages import Message, parse_messages
+from memory.context.messages import Message, parse_messages
 
 __all__ = [
     "IMAGE_PART_TOKENS",

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from memory.context.messages import Message
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter, counter_for_model
+from memory.context.units import Unit, UnitKind, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
-from memory.messages import Message
-from memory.tokens import REPLY_PRIMING_TOKENS, TokenCounter, counter_for_model
-from memory.units import Unit, UnitKind, validate_history
 
 __all__ = [
     "cap_tool_results",

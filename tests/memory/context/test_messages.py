@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from memory.context.messages import Message, ToolCall, parse_messages, render_messages
 from memory.errors import InvalidHistoryError
-from memory.messages import Message, ToolCall, parse_messages, render_messages
 
 SHAPES: list[dict[str, Any]] = [
     {"role": "system", "content": "You are terse."},

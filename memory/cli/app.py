@@ -1,0 +1,45 @@
+"""The ``stratamem`` command line: ``main``, the parser, and the errors a command reports."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+from memory.cli.base import EXIT_PROBLEM, CommandError, Handler
+from memory.cli.demo import register_demo
+from memory.cli.inspect import register_inspect
+from memory.cli.worker import register_worker
+from memory.errors import StratamemError
+from storage import StorageError
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``stratamem`` command line and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args, Console(file=sys.stdout))
+    except (CommandError, StratamemError, StorageError) as error:
+        code = error.exit_code if isinstance(error, CommandError) else EXIT_PROBLEM
+        Console(file=sys.stderr, soft_wrap=True).print(
+            f"[bold red]stratamem: error:[/] {escape(str(error))}", highlight=False
+        )
+        return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="stratamem", description="Context and memory for long-lived LLM assistants."
+    )
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Every subcommand is registered here, and only here.
+    for register in (register_inspect, register_demo, register_worker):
+        register(subcommands)
+    return parser

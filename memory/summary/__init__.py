@@ -1,0 +1,1 @@
+"""The rolling summary: fold policy, transcript rendering, the summariser and the consolidator."""
