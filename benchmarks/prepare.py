@@ -99,8 +99,7 @@ def main() -> None:
         "model": "gpt-4o-mini",
         "context_window": str(args.context_window),
         "max_output": "1024",
-        "summary_mode": "background",
-        "summary_debounce_seconds": "0",
+        "summary": {"mode": "background", "debounce_seconds": 0},
     }
     with tempfile.TemporaryDirectory() as folder:
         mem = Memory.open(data_dir=Path(folder), **settings)

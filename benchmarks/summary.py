@@ -30,8 +30,9 @@ from typing import Any
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
+from memory.settings import SummarySettings
 from memory.summary.policy import FoldPolicy
-from memory.summary.summarizer import PreviousSummary, Summarizer, SummarySettings
+from memory.summary.summarizer import PreviousSummary, Summarizer
 from memory.summary.transcript import cut_to_tokens
 
 FAKE_SERVER = Path(__file__).resolve().parents[1] / "tests" / "fake_openai.py"

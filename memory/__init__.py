@@ -21,8 +21,8 @@ from memory.errors import (
 )
 from memory.facade import Memory
 from memory.llm import ChatModel, Completion, OpenAIChatModel, ScriptedChatModel
-from memory.settings import Settings
-from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult, SummarySettings
+from memory.settings import Settings, SummarySettings
+from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
     "AssembledContext",

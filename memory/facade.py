@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
 from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.budget import Budget, plan_budget
 from memory.context.messages import Message, parse_messages
+from memory.context.parts import RetrievedMemory
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
 from memory.context.units import validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
@@ -19,10 +21,11 @@ from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
-from memory.summary.summarizer import Summarizer, SummaryEvent, SummarySettings
-from memory.worker import CONSOLIDATE, Worker
+from memory.summary.summarizer import Summarizer, SummaryEvent
+from memory.worker import CONSOLIDATE, JobHandler, Worker
 from storage import (
     Database,
+    Job,
     JobQueue,
     MessageStore,
     NewMessage,
@@ -31,7 +34,7 @@ from storage import (
     SummaryStore,
 )
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "Parts", "build_parts"]
 
 #: Keys of a message dict that belong to stratamem and are never sent to the model.
 CLIENT_KEYS = ("id", "metadata")
@@ -54,46 +57,11 @@ class Memory:
         on_summary_event: Callable[[SummaryEvent], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.budget: Budget = plan_budget(
-            settings.model,
-            context_window=settings.context_window,
-            max_output=settings.max_output,
-            safety_margin=settings.safety_margin,
-        )
         self._database = database
-        self._counter = counter or TiktokenCounter(settings.model)
-        self._messages = MessageStore(database)
-        self._recent = RecentMessages(self._messages)
-        self._summaries = SummaryStore(database)
-        self._jobs = JobQueue(database)
-        if chat is None and settings.llm_configured:
-            chat = OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key)
-        self._llm_configured = chat is not None
-        history = self.budget.history
-        summarizer = Summarizer(
-            chat,
-            self._counter,
-            SummarySettings(
-                model=settings.summary_model or settings.model,
-                fallback_model=settings.summary_fallback_model,
-                retries=settings.summary_retries,
-                fallback_retries=settings.summary_fallback_retries,
-                timeout=settings.summary_timeout,
-                temperature=settings.summary_temperature,
-                archive_chars=settings.summary_archive_chars,
-                backoff_s=settings.summary_backoff_seconds,
-                # The summary must leave room for the window it sits beside.
-                max_summary_tokens=max(64, min(settings.summary_max_tokens, history // 4)),
-            ),
-            on_event=on_summary_event,
+        self._parts = build_parts(
+            database, settings, chat=chat, counter=counter, on_summary_event=on_summary_event
         )
-        policy = FoldPolicy.for_history_budget(
-            self.budget.history,
-            trigger_ratio=settings.summary_trigger_ratio,
-            target_ratio=settings.summary_target_ratio,
-            min_recent_messages=settings.recent_messages,
-        )
-        self._consolidator = Consolidator(self._messages, self._summaries, summarizer, policy)
+        self.budget: Budget = self._parts.budget
         self._stop = threading.Event()
         self._worker_threads: list[threading.Thread] = []
 
@@ -157,37 +125,73 @@ class Memory:
             storage.SessionOwnershipError: the session belongs to another user.
         """
         if input is not None:
-            payload = {"role": "user", "content": input} if isinstance(input, str) else input
-            # Checked with the system message before storing: an input that can never be sent
-            # must not stay in the session.
-            system_tokens = (
-                self._counter.count_message(Message(role="system", content=system)) if system else 0
-            )
-            message = self._new_message(0, payload, reserved=system_tokens)
-            self._messages.append(user_id, session_id, [message], validate=_check_structure)
-        summary = self._summaries.get(user_id, session_id)
-        recent = self._load_recent(user_id, session_id, summary)
-        if recent.tokens > self._consolidator.policy.trigger_tokens:
-            if self.settings.summary_mode == "inline":
-                if self._consolidator.consolidate(user_id, session_id) is not None:
-                    summary = self._summaries.get(user_id, session_id)
-                    recent = self._load_recent(user_id, session_id, summary)
-            else:
-                self._jobs.enqueue(
-                    CONSOLIDATE,
-                    user_id,
-                    session_id,
-                    delay_seconds=self.settings.summary_debounce_seconds,
-                )
+            self._store_input(user_id, session_id, input, system)
+        summary, window = self._load_window(user_id, session_id)
+        if window.tokens > self._parts.fold_policy.trigger_tokens:
+            summary, window = self._schedule_folding(user_id, session_id, summary, window)
         return assemble(
-            list(recent.messages),
+            list(window.messages),
             budget=self.budget.history,
-            counter=self._counter,
+            counter=self._parts.counter,
             system=system,
             summary=self._summary_context(summary),
+            memories=self._recall(user_id, session_id),
             recent_messages=self.settings.recent_messages,
             tool_result_max_tokens=self.settings.tool_result_max_tokens,
         )
+
+    def _store_input(
+        self, user_id: str, session_id: str, input: str | Mapping[str, Any], system: str | None
+    ) -> None:
+        """Store the user's input, refused first if it can never fit with the system message."""
+        payload = {"role": "user", "content": input} if isinstance(input, str) else input
+        counter = self._parts.counter
+        system_tokens = (
+            counter.count_message(Message(role="system", content=system)) if system else 0
+        )
+        message = self._new_message(0, payload, reserved=system_tokens)
+        self._parts.messages.append(user_id, session_id, [message], validate=_check_structure)
+
+    def _load_window(
+        self, user_id: str, session_id: str
+    ) -> tuple[SummaryRecord | None, RecentWindow]:
+        """The stored summary and the newest messages after its boundary that fill the budget.
+
+        Never past the summary boundary, and only a little more than the budget: the cost of a
+        request does not grow with the length of the history.
+        """
+        summary = self._parts.summaries.get(user_id, session_id)
+        window = self._parts.recent.load(
+            user_id,
+            session_id,
+            after_seq=summary.boundary_seq if summary else 0,
+            budget=self.budget.history,
+        )
+        return summary, window
+
+    def _schedule_folding(
+        self,
+        user_id: str,
+        session_id: str,
+        summary: SummaryRecord | None,
+        window: RecentWindow,
+    ) -> tuple[SummaryRecord | None, RecentWindow]:
+        """Fold now (inline mode) and reload, or queue the job a worker runs (background)."""
+        if self.settings.summary.mode == "background":
+            self._parts.jobs.enqueue(
+                CONSOLIDATE,
+                user_id,
+                session_id,
+                delay_seconds=self.settings.summary.debounce_seconds,
+            )
+            return summary, window
+        if self._parts.consolidator.consolidate(user_id, session_id) is None:
+            return summary, window
+        return self._load_window(user_id, session_id)
+
+    def _recall(self, user_id: str, session_id: str) -> tuple[RetrievedMemory, ...]:
+        """Memories recalled for this request: none until long-term memory arrives."""
+        return ()
 
     def record(
         self, *, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
@@ -206,19 +210,19 @@ class Memory:
         batch = [self._new_message(index, data) for index, data in enumerate(messages)]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
-        return self._messages.append(user_id, session_id, batch, validate=_check_structure)
+        return self._parts.messages.append(user_id, session_id, batch, validate=_check_structure)
 
     def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
         """Every stored message of the session, in order (summarising never deletes any)."""
-        return self._messages.history(user_id, session_id)
+        return self._parts.messages.history(user_id, session_id)
 
     def summary(self, *, user_id: str, session_id: str) -> SummaryRecord | None:
         """The session's stored rolling summary, if any."""
-        return self._summaries.get(user_id, session_id)
+        return self._parts.summaries.get(user_id, session_id)
 
     def consolidate(self, *, user_id: str, session_id: str) -> SummaryRecord | None:
         """Fold what left the window into the summary now, if the trigger is reached."""
-        return self._consolidator.consolidate(user_id, session_id)
+        return self._parts.consolidator.consolidate(user_id, session_id)
 
     def run_worker(self, *, until_idle: bool = False) -> None:
         """Run queued consolidations.
@@ -226,7 +230,7 @@ class Memory:
         By default in a background thread that runs until ``close``; with ``until_idle`` in
         the caller's thread, returning once no job is pending (for scripts and tests).
         """
-        worker = Worker(self._jobs, self._consolidator)
+        worker = Worker(self._parts.jobs, self._parts.job_handlers())
         if until_idle:
             worker.run(threading.Event(), until_idle=True)
             return
@@ -272,7 +276,7 @@ class Memory:
             # parse_messages numbers the one message it was given 0: name its place in the batch.
             problems = [p.replace("message 0:", f"message {index}:", 1) for p in error.problems]
             raise InvalidHistoryError(problems) from error
-        tokens = self._counter.count_message(message)
+        tokens = self._parts.counter.count_message(message)
         required = reserved + tokens + REPLY_PRIMING_TOKENS
         if message.role != "tool" and required > self.budget.history:
             # A tool result can be cut to fit; any other message would never fit a request.
@@ -286,18 +290,6 @@ class Memory:
             metadata=dict(metadata),
         )
 
-    def _load_recent(
-        self, user_id: str, session_id: str, summary: SummaryRecord | None
-    ) -> RecentWindow:
-        # Never past the summary boundary, and only a little more than the budget: the cost of
-        # a request does not grow with the length of the history.
-        return self._recent.load(
-            user_id,
-            session_id,
-            after_seq=summary.boundary_seq if summary else 0,
-            budget=self.budget.history,
-        )
-
     def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
         if summary is None:
             return None
@@ -305,7 +297,7 @@ class Memory:
             text=summary.content,
             covered=summary.covered,
             kind=summary.kind,
-            degraded=summary.kind == "raw" and self._llm_configured,
+            degraded=summary.kind == "raw" and self._parts.llm_configured,
         )
 
 
@@ -323,3 +315,73 @@ def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None
             return f"message {index - offset}"
 
         raise InvalidHistoryError([re.sub(r"message (\d+)", renumber, p) for p in problems])
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What a ``Memory`` is made of, built once from its settings by ``build_parts``."""
+
+    budget: Budget
+    counter: TokenCounter
+    messages: MessageStore
+    recent: RecentMessages
+    summaries: SummaryStore
+    jobs: JobQueue
+    fold_policy: FoldPolicy
+    consolidator: Consolidator
+    llm_configured: bool
+
+    def job_handlers(self) -> dict[str, JobHandler]:
+        """The worker's table: the handler of each job kind."""
+        return {CONSOLIDATE: self._consolidate}
+
+    def _consolidate(self, job: Job) -> None:
+        self.consolidator.consolidate(job.user_id, job.session_id)
+
+
+def build_parts(
+    database: Database,
+    settings: Settings,
+    *,
+    chat: ChatModel | None = None,
+    counter: TokenCounter | None = None,
+    on_summary_event: Callable[[SummaryEvent], None] | None = None,
+) -> Parts:
+    """Build every part of a ``Memory`` from its settings: the one place they are wired."""
+    budget = plan_budget(
+        settings.model,
+        context_window=settings.context_window,
+        max_output=settings.max_output,
+        safety_margin=settings.safety_margin,
+    )
+    counter = counter or TiktokenCounter(settings.model)
+    if chat is None and settings.llm_configured:
+        chat = OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key)
+    summary = settings.summary
+    summary = summary.model_copy(
+        update={
+            "model": summary.model or settings.model,
+            # The summary must leave room for the window it sits beside.
+            "max_tokens": max(summary.min_tokens, min(summary.max_tokens, budget.history // 4)),
+        }
+    )
+    policy = FoldPolicy.for_history_budget(
+        budget.history,
+        trigger_ratio=summary.trigger_ratio,
+        target_ratio=summary.target_ratio,
+        min_recent_messages=settings.recent_messages,
+    )
+    messages = MessageStore(database)
+    summaries = SummaryStore(database)
+    summarizer = Summarizer(chat, counter, summary, on_event=on_summary_event)
+    return Parts(
+        budget=budget,
+        counter=counter,
+        messages=messages,
+        recent=RecentMessages(messages),
+        summaries=summaries,
+        jobs=JobQueue(database),
+        fold_policy=policy,
+        consolidator=Consolidator(messages, summaries, summarizer, policy),
+        llm_configured=chat is not None,
+    )

@@ -1,22 +1,39 @@
-"""The chat model stratamem talks to: a small Protocol, the OpenAI client behind it, and a fake."""
+"""The chat model stratamem talks to, and the one chain of retries and fallback around it.
+
+``ChatModel`` is a small Protocol with the OpenAI client behind it and a scripted fake next to
+it. ``LLMChain`` is the policy every LLM use shares (the summariser now, extraction and query
+rewriting next): attempts with backoff, then the fallback model, then a typed ``LLMChainFailed``
+that the caller degrades on, with an ``LLMEvent`` for every step.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import astuple, dataclass, replace
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import openai
 
 from memory.errors import ConfigurationError, LLMError
 
 __all__ = [
+    "ChainResult",
     "ChatModel",
     "ChatRequest",
     "Completion",
+    "LLMChain",
+    "LLMChainFailed",
+    "LLMEvent",
     "OpenAIChatModel",
     "ScriptedChatModel",
 ]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+EventKind = Literal["attempt", "success", "retry", "degrade"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,3 +216,175 @@ class ScriptedChatModel:
 
 def _words(messages: Sequence[dict[str, Any]]) -> int:
     return sum(len(str(message.get("content") or "").split()) for message in messages)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMEvent:
+    """One step of an ``LLMChain`` call, for a callback and the log.
+
+    Every ``attempt`` is followed by exactly one of: ``success``; ``retry`` (the same model is
+    tried again); ``degrade`` (the next step follows: the fallback model, or the caller's own
+    fallback when no model is left). ``model``, tokens, duration and ``error`` describe the
+    attempt.
+    """
+
+    kind: EventKind
+    model: str
+    tokens_in: int
+    tokens_out: int
+    duration_s: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChainResult(Generic[T]):
+    """What an ``LLMChain`` call produced: the accepted value and what it cost.
+
+    Attributes:
+        value: what ``accept`` made of the reply.
+        model: the model whose reply was accepted.
+        tokens_in: prompt tokens over every attempt, as the servers reported them.
+        tokens_out: completion tokens over every attempt.
+        attempts: chat model calls made.
+    """
+
+    value: T
+    model: str
+    tokens_in: int
+    tokens_out: int
+    attempts: int
+
+
+class LLMChainFailed(LLMError):
+    """Every attempt of an ``LLMChain`` failed; the caller degrades (it is never a crash).
+
+    Attributes:
+        tokens_in: prompt tokens spent over every attempt.
+        tokens_out: completion tokens spent over every attempt.
+        attempts: chat model calls made.
+    """
+
+    def __init__(self, message: str, *, tokens_in: int, tokens_out: int, attempts: int) -> None:
+        super().__init__(message)
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
+        self.attempts = attempts
+
+
+class LLMChain:
+    """Calls a chat model with retries and backoff, then a fallback model, then gives up typed.
+
+    Args:
+        chat_model: the model client.
+        model: tried first, ``retries`` times.
+        fallback_model: tried next, ``fallback_retries`` times; ``None`` for none.
+        retries: attempts with ``model`` (at least 1).
+        fallback_retries: attempts with ``fallback_model`` (0 skips it).
+        timeout: seconds per call.
+        temperature: sampling temperature.
+        backoff_seconds: the wait before a model's second attempt; it doubles for each next one.
+        max_backoff_seconds: the longest wait between two attempts.
+        sleep: waits between attempts (tests pass a no-op).
+        clock: a monotonic clock for event durations.
+        on_event: receives every ``LLMEvent``; events are logged either way.
+    """
+
+    def __init__(
+        self,
+        chat_model: ChatModel,
+        *,
+        model: str,
+        fallback_model: str | None = None,
+        retries: int = 3,
+        fallback_retries: int = 3,
+        timeout: float = 60.0,
+        temperature: float = 0.3,
+        backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        on_event: Callable[[LLMEvent], None] | None = None,
+    ) -> None:
+        if retries < 1 or fallback_retries < 0:
+            raise ConfigurationError(
+                f"need retries >= 1 and fallback_retries >= 0, got {retries}, {fallback_retries}"
+            )
+        self.chat_model = chat_model
+        self.steps = [(model, retries)]
+        if fallback_model is not None and fallback_retries:
+            self.steps.append((fallback_model, fallback_retries))
+        self._timeout = timeout
+        self._temperature = temperature
+        self._backoff = backoff_seconds
+        self._max_backoff = max_backoff_seconds
+        self._sleep = sleep
+        self._clock = clock
+        self._on_event = on_event
+
+    def run(
+        self,
+        messages: list[dict[str, Any]],
+        accept: Callable[[str, str], T],
+        *,
+        max_tokens: int | None = None,
+    ) -> ChainResult[T]:
+        """Send ``messages`` until a reply is accepted.
+
+        Args:
+            messages: the request, as OpenAI-format dicts.
+            accept: turns a reply's text (and the model's name) into the value wanted; it
+                raises ``LLMError`` for a reply that is not usable (wrong shape, a refusal, too
+                long), which counts as a failed attempt like a network error does.
+            max_tokens: the most tokens the server may generate.
+
+        Raises:
+            LLMChainFailed: every attempt of every model failed.
+        """
+        tokens_in = tokens_out = attempts = 0
+        errors: list[str] = []
+        for model, tries in self.steps:
+            for attempt in range(tries):
+                if attempt:
+                    self._sleep(min(self._backoff * 2 ** (attempt - 1), self._max_backoff))
+                self._emit(LLMEvent("attempt", model, 0, 0, 0.0))
+                started = self._clock()
+                spent_in = spent_out = 0
+                try:
+                    completion = self.chat_model.complete(
+                        messages,
+                        model=model,
+                        temperature=self._temperature,
+                        max_tokens=max_tokens,
+                        timeout=self._timeout,
+                    )
+                    spent_in, spent_out = completion.tokens_in, completion.tokens_out
+                    value = accept(completion.text, model)
+                except LLMError as failure:
+                    error = str(failure)
+                else:
+                    attempts += 1
+                    tokens_in, tokens_out = tokens_in + spent_in, tokens_out + spent_out
+                    duration = self._clock() - started
+                    self._emit(LLMEvent("success", model, spent_in, spent_out, duration))
+                    return ChainResult(value, model, tokens_in, tokens_out, attempts)
+                attempts += 1
+                tokens_in, tokens_out = tokens_in + spent_in, tokens_out + spent_out
+                errors.append(error)
+                event = LLMEvent(
+                    "retry", model, spent_in, spent_out, self._clock() - started, error
+                )
+                self._emit(replace(event, kind="degrade") if attempt + 1 == tries else event)
+        raise LLMChainFailed(
+            f"every attempt failed ({attempts}); last: {errors[-1] if errors else 'none'}",
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            attempts=attempts,
+        )
+
+    def _emit(self, event: LLMEvent) -> None:
+        level = logging.WARNING if event.error else logging.DEBUG
+        # The fields in declaration order: kind, model, tokens in/out, duration, error.
+        template = "llm %s: model %s, tokens %d in / %d out, %.2fs, error: %s"
+        logger.log(level, template, *astuple(event))
+        if self._on_event is not None:
+            self._on_event(event)

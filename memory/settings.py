@@ -2,35 +2,114 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self
 
-from pydantic import AliasChoices, Field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memory.context.tokens import DEFAULT_MODEL
+from memory.errors import ConfigurationError
 from storage import default_data_dir
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "SummarySettings"]
+
+
+class SummarySettings(BaseModel):
+    """How and when the rolling summary is written; the defaults are the documented ones.
+
+    Attributes:
+        mode: ``background`` (a queued job a worker runs) or ``inline`` (inside ``prepare``).
+        model: the summariser model; ``None`` means the top-level ``model``.
+        fallback_model: tried when ``model`` failed ``retries`` times; ``None`` for none.
+        retries: attempts with ``model`` (3 means the first call and two more).
+        fallback_retries: attempts with ``fallback_model`` (0 skips it).
+        timeout: seconds per call.
+        temperature: sampling temperature.
+        backoff_seconds: the wait before the second attempt; it doubles for each next one.
+        max_backoff_seconds: the longest wait between two attempts.
+        trigger_ratio: consolidate once the raw messages after the boundary exceed this share
+            of the history budget.
+        target_ratio: after consolidating, keep about this share of the trigger raw.
+        ratio: a summary is at most this share of what it replaces (previous summary plus
+            folded messages, in tokens).
+        max_tokens: hard cap on a summary (never more than a quarter of the history budget).
+        min_tokens: the limit never drops below this (or below what is replaced).
+        overshoot: a reply up to ``limit * (1 + overshoot)`` tokens is cut to the limit; a
+            longer one is a failed attempt.
+        archive_chars: each line of a raw archive is cut to this many characters.
+        prompt_chars_per_message: each message in the summariser's prompt is cut to this.
+        debounce_seconds: a queued consolidation waits this long for more messages.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        with _as_configuration_error("summary settings", type(self)):
+            super().__init__(**values)
+
+    mode: Literal["background", "inline"] = "background"
+    model: str | None = None
+    fallback_model: str | None = None
+    retries: int = Field(default=3, ge=1)
+    fallback_retries: int = Field(default=3, ge=0)
+    timeout: float = Field(default=60.0, gt=0)
+    temperature: float = Field(default=0.3, ge=0, le=2)
+    backoff_seconds: float = Field(default=0.5, ge=0)
+    max_backoff_seconds: float = Field(default=8.0, ge=0)
+    trigger_ratio: float = Field(default=0.5, gt=0, le=1)
+    target_ratio: float = Field(default=0.6, gt=0, le=1)
+    ratio: float = Field(default=0.3, gt=0, le=1)
+    max_tokens: int = Field(default=1_024, ge=1)
+    min_tokens: int = Field(default=64, ge=1)
+    overshoot: float = Field(default=0.5, ge=0)
+    archive_chars: int = Field(default=500, ge=20)
+    prompt_chars_per_message: int = Field(default=2_000, ge=20)
+    debounce_seconds: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> Self:
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens {self.min_tokens} > max_tokens {self.max_tokens}")
+        return self
 
 
 class Settings(BaseSettings):
     """Every setting of stratamem, with its default.
 
     Values come from constructor arguments first, then ``STRATAMEM_<NAME>`` environment
-    variables. The LLM endpoint also honours the standard ``OPENAI_BASE_URL`` and
-    ``OPENAI_API_KEY``. Settings are read once, in ``Memory.open``.
+    variables; a group's fields are ``STRATAMEM_<GROUP>__<NAME>`` (e.g.
+    ``STRATAMEM_SUMMARY__RETRIES``) or a dict argument (``summary={"retries": 1}``). The LLM
+    endpoint also honours the standard ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``. Settings are
+    read once, where a ``Memory`` is opened.
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="STRATAMEM_", frozen=True, extra="forbid", populate_by_name=True
+        env_prefix="STRATAMEM_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
     )
+
+    def __init__(self, **values: Any) -> None:
+        with _as_configuration_error("settings", type(self)):
+            super().__init__(**values)
 
     database_url: str | None = Field(
         default=None, description="Postgres URL; unset means the embedded server."
     )
     data_dir: Path = Field(default_factory=default_data_dir)
 
-    model: str = "gpt-4o-mini"
+    model: str = DEFAULT_MODEL
     context_window: int | None = Field(default=None, gt=0)
     max_output: int | None = Field(default=None, ge=0)
     safety_margin: int | None = Field(default=None, ge=0)
@@ -45,23 +124,37 @@ class Settings(BaseSettings):
         repr=False,
         validation_alias=AliasChoices("STRATAMEM_LLM_API_KEY", "OPENAI_API_KEY"),
     )
-    summary_model: str | None = Field(default=None, description="Defaults to `model`.")
-    summary_fallback_model: str | None = None
-    summary_mode: Literal["background", "inline"] = "background"
-    summary_trigger_ratio: float = Field(default=0.5, gt=0, le=1)
-    summary_target_ratio: float = Field(default=0.6, gt=0, le=1)
-    summary_retries: int = Field(default=3, ge=1)
-    summary_backoff_seconds: float = Field(
-        default=0.5, ge=0, description="Wait before a summary retry; doubles for each next one."
-    )
-    summary_fallback_retries: int = Field(default=3, ge=0)
-    summary_timeout: float = Field(default=60.0, gt=0)
-    summary_temperature: float = Field(default=0.3, ge=0, le=2)
-    summary_max_tokens: int = Field(default=1_024, ge=64)
-    summary_archive_chars: int = Field(default=500, ge=20)
-    summary_debounce_seconds: float = Field(default=1.0, ge=0)
+    summary: SummarySettings = Field(default_factory=SummarySettings)
 
     @property
     def llm_configured(self) -> bool:
-        """Whether a summariser endpoint is configured (a key or a base URL)."""
+        """Whether an LLM endpoint is configured (a key or a base URL)."""
         return bool(self.llm_api_key or self.llm_base_url)
+
+
+class _as_configuration_error:
+    """Turn a pydantic ``ValidationError`` into a ``ConfigurationError`` naming the setting.
+
+    A misspelt name gets the closest valid one suggested.
+    """
+
+    def __init__(self, what: str, model: type[BaseModel]) -> None:
+        self._what = what
+        self._names = list(model.model_fields)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
+        if isinstance(error, ValidationError):
+            problems = [self._describe(item) for item in error.errors()]
+            raise ConfigurationError(f"invalid {self._what}: " + "; ".join(problems)) from error
+
+    def _describe(self, item: Any) -> str:
+        where = ".".join(str(part) for part in item["loc"]) or "value"
+        if item["type"] == "extra_forbidden":
+            name = str(item["loc"][-1])
+            close = difflib.get_close_matches(name, self._names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"unknown setting {where!r}{hint}"
+        return f"{where}: {item['msg']}"

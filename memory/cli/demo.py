@@ -82,7 +82,7 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
     with Memory.open(
         context_window=2_048,
         max_output=256,
-        summary_mode="inline",
+        summary={"mode": "inline"},
         llm_api_key=None,
         llm_base_url=None,
         **options,

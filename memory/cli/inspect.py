@@ -17,7 +17,7 @@ from rich.table import Table
 from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands
 from memory.context.messages import Message, parse_messages
 from memory.context.parts import preview
-from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
+from memory.context.tokens import DEFAULT_MODEL, REPLY_PRIMING_TOKENS, TiktokenCounter
 from memory.context.trim import trim_history, unit_tokens
 from memory.context.units import Unit, current_turn_start, split_units, validate_history
 
@@ -36,7 +36,7 @@ def register_inspect(subcommands: Subcommands) -> None:
     )
     inspect.add_argument("file", type=Path, help="JSON list of OpenAI messages, or {messages}")
     inspect.add_argument("--budget", type=_tokens, required=True, help="token budget to trim to")
-    inspect.add_argument("--model", default="gpt-4o-mini", help="model whose tokenizer counts")
+    inspect.add_argument("--model", default=DEFAULT_MODEL, help="model whose tokenizer counts")
     inspect.set_defaults(handler=_run_inspect)
 
 

@@ -19,6 +19,7 @@ import tiktoken
 from memory.context.messages import Message, parse_messages
 
 __all__ = [
+    "DEFAULT_MODEL",
     "IMAGE_PART_TOKENS",
     "REPLY_PRIMING_TOKENS",
     "TiktokenCounter",
@@ -30,6 +31,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: The model whose limits and tokenizer apply when none is named.
+DEFAULT_MODEL = "gpt-4o-mini"
 #: Every message costs this much on top of its fields (OpenAI's chat format).
 MESSAGE_OVERHEAD_TOKENS = 3
 #: A message with a ``name`` costs one more token.
@@ -94,7 +97,7 @@ class TiktokenCounter:
     every request is tokenized once.
     """
 
-    def __init__(self, model: str = "gpt-4o-mini", *, cache_size: int = 100_000) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, *, cache_size: int = 100_000) -> None:
         self.model = model
         self._encoding = encoding_for_model(model)
         self._cache: OrderedDict[tuple[Any, ...], int] = OrderedDict()
@@ -157,7 +160,7 @@ def counter_for_model(model: str) -> TiktokenCounter:
 
 
 def count_tokens(
-    messages: Iterable[Mapping[str, Any] | Message], *, model: str = "gpt-4o-mini"
+    messages: Iterable[Mapping[str, Any] | Message], *, model: str = DEFAULT_MODEL
 ) -> int:
     """Tokens that ``messages`` cost as a chat request to ``model``, reply priming included.
 

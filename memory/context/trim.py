@@ -10,7 +10,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from memory.context.messages import Message
-from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter, counter_for_model
+from memory.context.tokens import (
+    DEFAULT_MODEL,
+    REPLY_PRIMING_TOKENS,
+    TokenCounter,
+    counter_for_model,
+)
 from memory.context.units import Unit, UnitKind, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
@@ -185,7 +190,7 @@ def trim_history(
     messages: list[dict[str, Any]],
     max_tokens: int,
     *,
-    model: str = "gpt-4o-mini",
+    model: str = DEFAULT_MODEL,
     tool_result_max_tokens: int | None = None,
     counter: TokenCounter | None = None,
 ) -> list[dict[str, Any]]:

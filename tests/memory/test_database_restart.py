@@ -16,7 +16,7 @@ def test_a_restarted_database_is_reconnected_and_keeps_every_message(
     fresh_data_dir: Path,
 ) -> None:
     folder = (fresh_data_dir / "pg").resolve()
-    with Memory.open(data_dir=fresh_data_dir, summary_mode="inline") as mem:
+    with Memory.open(data_dir=fresh_data_dir, summary={"mode": "inline"}) as mem:
         for turn in range(3):
             mem.prepare(user_id="u", session_id="s", input=f"question {turn}")
             mem.record(

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 from sqlalchemy import event
 
 from memory import (
     Budget,
     BudgetError,
+    ConfigurationError,
     ContextOverflowError,
     InvalidHistoryError,
     Memory,
@@ -50,7 +50,7 @@ def make_memory(facade_database: Database) -> Callable[..., Memory]:
     """
 
     def make(**settings: Any) -> Memory:
-        return Memory(facade_database, Settings(summary_debounce_seconds=0, **settings))
+        return Memory(facade_database, Settings(**{"summary": {"debounce_seconds": 0}, **settings}))
 
     return make
 
@@ -586,7 +586,7 @@ def test_negative_budgets_are_refused_before_connecting(values: dict[str, Any]) 
     # Nothing listens at this address: the settings must fail before any connection is tried.
     unreachable = "postgresql+psycopg://nobody@127.0.0.1:9/nothing"
 
-    with pytest.raises(ValidationError, match=next(iter(values))):
+    with pytest.raises(ConfigurationError, match=next(iter(values))):
         Memory.open(unreachable, **values)
 
 
@@ -671,7 +671,7 @@ def test_a_backlog_is_folded_in_bounded_summariser_calls(
             session_id=session_id,
             messages=[{"role": "assistant", "content": f"answer {turn} " * 10}],
         )
-    trigger = memory._consolidator.policy.trigger_tokens
+    trigger = memory._parts.fold_policy.trigger_tokens
     history = memory.history(user_id=user_id, session_id=session_id)
 
     summary = memory.consolidate(user_id=user_id, session_id=session_id)

@@ -65,7 +65,7 @@ def test_eight_threads_on_a_small_window_with_inline_summaries(
     # Every prepare past the trigger consolidates in the request: the threads race on the
     # summary's compare-and-set as well as on the session.
     with Memory.open(
-        database_url, context_window=1_000, max_output=200, summary_mode="inline"
+        database_url, context_window=1_000, max_output=200, summary={"mode": "inline"}
     ) as mem:
         problems = run_writers(mem, user_id, session_id, own_input=False)
         history = mem.history(user_id=user_id, session_id=session_id)

@@ -30,7 +30,7 @@ def test_the_worker_runs_queued_consolidations_until_idle(
     session_id: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = {"context_window": 1_500, "max_output": 300, "summary_debounce_seconds": 0}
+    settings = {"context_window": 1_500, "max_output": 300, "summary__debounce_seconds": 0}
     for name, value in settings.items():
         monkeypatch.setenv(f"STRATAMEM_{name.upper()}", str(value))
     monkeypatch.setenv("STRATAMEM_DATABASE_URL", database_url)

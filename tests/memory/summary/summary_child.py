@@ -22,16 +22,20 @@ SETTINGS: dict[str, Any] = {
     "model": "gpt-4o-mini",
     "context_window": 2_000,
     "max_output": 200,
-    "summary_model": "summariser-1",
-    "summary_backoff_seconds": 0.0,
-    "summary_debounce_seconds": 0.0,
+    "summary": {"model": "summariser-1", "backoff_seconds": 0.0, "debounce_seconds": 0.0},
     "llm_api_key": "test",
 }
 
 
 def settings(base_url: str, **overrides: Any) -> Settings:
-    """The test settings with the summariser at ``base_url``."""
-    return Settings(**{**SETTINGS, "llm_base_url": base_url, **overrides})
+    """The test settings with the summariser at ``base_url``.
+
+    ``summary_<name>`` overrides set ``<name>`` of the summary group.
+    """
+    summary = dict(SETTINGS["summary"])
+    for name in [name for name in overrides if name.startswith("summary_")]:
+        summary[name.removeprefix("summary_")] = overrides.pop(name)
+    return Settings(**{**SETTINGS, "llm_base_url": base_url, "summary": summary, **overrides})
 
 
 def consolidate(url: str, base_url: str, user_id: str, session_id: str) -> None:

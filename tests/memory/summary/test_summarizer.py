@@ -16,12 +16,12 @@ from memory.context.messages import Message, parse_messages
 from memory.context.tokens import TiktokenCounter
 from memory.errors import ConfigurationError
 from memory.llm import OpenAIChatModel, ScriptedChatModel
+from memory.settings import SummarySettings
 from memory.summary.summarizer import (
     ARCHIVE_OMITTED,
     PreviousSummary,
     Summarizer,
     SummaryEvent,
-    SummarySettings,
 )
 
 COUNTER = TiktokenCounter("gpt-4o-mini")
@@ -137,7 +137,7 @@ def test_the_length_limit_is_a_share_of_what_is_replaced_with_a_cap(
     assert summary.token_limit(previous, FIRST_FOLD) == limit
     assert f"at most {limit} tokens" in server.requests[0]["messages"][0]["content"]
     assert server.requests[0]["max_tokens"] == math.ceil(limit * 1.5)
-    capped = summariser(server, recorder, max_summary_tokens=64)
+    capped = summariser(server, recorder, max_tokens=64)
     assert capped.token_limit(PreviousSummary("word " * 5000), FIRST_FOLD) == 64
 
 
@@ -351,7 +351,7 @@ def test_nothing_to_fold_is_a_caller_error(recorder: Recorder) -> None:
 
 @pytest.mark.parametrize(
     "settings",
-    [{"retries": 0}, {"ratio": 0.0}, {"timeout": 0}, {"max_summary_tokens": 10}],
+    [{"retries": 0}, {"ratio": 0.0}, {"timeout": 0}, {"max_tokens": 10}],
 )
 def test_impossible_settings_are_refused(settings: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match="summary settings"):
@@ -360,7 +360,7 @@ def test_impossible_settings_are_refused(settings: dict[str, Any]) -> None:
 
 def test_raw_archive_keeps_the_newest_lines_within_the_hard_cap() -> None:
     counter = TiktokenCounter("gpt-4o-mini")
-    summarizer = Summarizer(None, counter, SummarySettings(max_summary_tokens=200))
+    summarizer = Summarizer(None, counter, SummarySettings(max_tokens=200))
     previous = None
     folded: list[Message] = []
     for batch in range(10):
@@ -378,7 +378,7 @@ def test_raw_archive_keeps_the_newest_lines_within_the_hard_cap() -> None:
 
 def test_raw_archive_after_an_llm_summary_keeps_that_summary_whole() -> None:
     counter = TiktokenCounter("gpt-4o-mini")
-    summarizer = Summarizer(None, counter, SummarySettings(max_summary_tokens=100))
+    summarizer = Summarizer(None, counter, SummarySettings(max_tokens=100))
     folded = [Message(role="user", content=f"line {n}: the deploy log says ok") for n in range(60)]
 
     result = summarizer.summarise(PreviousSummary("Trip to Lisbon in May.", "llm"), folded)

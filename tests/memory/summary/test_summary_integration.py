@@ -430,7 +430,8 @@ def test_offline_summaries_are_raw_archives_and_not_degraded(
     ):
         monkeypatch.delenv(name, raising=False)
     offline = {name: value for name, value in SETTINGS.items() if not name.startswith("llm_")}
-    memory = Memory(db, Settings(**offline, summary_mode="inline"))
+    offline["summary"] = {**SETTINGS["summary"], "mode": "inline"}
+    memory = Memory(db, Settings(**offline))
     assert not memory.settings.llm_configured
 
     fill_past_trigger(memory, user_id, session_id)
@@ -544,7 +545,11 @@ def test_a_worker_thread_runs_jobs_until_close(
     memory = Memory.open(
         db.url,
         on_summary_event=lambda event: succeeded.set() if event.kind == "success" else None,
-        **{**SETTINGS, "llm_base_url": server.base_url, "summary_mode": "background"},
+        **{
+            **SETTINGS,
+            "llm_base_url": server.base_url,
+            "summary": {**SETTINGS["summary"], "mode": "background"},
+        },
     )
     fill_past_trigger(memory, user_id, session_id)
     prepare_turn(memory, user_id, session_id)
