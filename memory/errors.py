@@ -14,14 +14,48 @@ Errors of the storage layer (``storage.StorageError`` and its children) pass thr
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
 __all__ = [
     "BudgetError",
     "ConfigurationError",
     "ContextOverflowError",
     "InvalidHistoryError",
     "LLMError",
+    "Problem",
     "StratamemError",
 ]
+
+
+def _message_at(index: int) -> str:
+    return f"message {index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One structural problem of a message list, as data.
+
+    Attributes:
+        index: the message the problem is about (a position in the list checked); ``None`` when
+            it is about no one message.
+        what: what is wrong; ``{related}`` in it stands for the message named by ``related``.
+        related: another message the problem refers to (an earlier call, a duplicate).
+    """
+
+    index: int | None
+    what: str
+    related: int | None = None
+
+    def describe(self, name: Callable[[int], str] = _message_at) -> str:
+        """The problem as one sentence, messages named by ``name`` (``message 3`` by default)."""
+        what = self.what
+        if self.related is not None:
+            what = what.replace("{related}", name(self.related))
+        return what if self.index is None else f"{name(self.index)}: {what}"
+
+    def __str__(self) -> str:
+        return self.describe()
 
 
 class StratamemError(Exception):
@@ -32,12 +66,15 @@ class InvalidHistoryError(StratamemError, ValueError):
     """A message list that no chat API would accept.
 
     Attributes:
-        problems: one sentence per problem, each naming the message index.
+        problems: the problems as records; ``str(problem)`` is one sentence naming the message.
     """
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        listed = "; ".join(self.problems)
+    def __init__(self, problems: Iterable[Problem | str]) -> None:
+        self.problems = [
+            problem if isinstance(problem, Problem) else Problem(None, problem)
+            for problem in problems
+        ]
+        listed = "; ".join(map(str, self.problems))
         super().__init__(f"invalid message history ({len(self.problems)} problem(s)): {listed}")
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self
 
@@ -14,8 +13,8 @@ from memory.context.budget import Budget, plan_budget
 from memory.context.messages import Message, parse_messages
 from memory.context.parts import RetrievedMemory
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
-from memory.context.units import validate_history
-from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.context.units import find_problems
+from memory.errors import ContextOverflowError, InvalidHistoryError, Problem
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
@@ -274,8 +273,9 @@ class Memory:
             [message] = parse_messages([payload])
         except InvalidHistoryError as error:
             # parse_messages numbers the one message it was given 0: name its place in the batch.
-            problems = [p.replace("message 0:", f"message {index}:", 1) for p in error.problems]
-            raise InvalidHistoryError(problems) from error
+            raise InvalidHistoryError(
+                replace(problem, index=index) for problem in error.problems
+            ) from error
         tokens = self._parts.counter.count_message(message)
         required = reserved + tokens + REPLY_PRIMING_TOKENS
         if message.role != "tool" and required > self.budget.history:
@@ -302,19 +302,24 @@ class Memory:
 
 
 def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
-    """Check a batch against the session's open tail; raise ``InvalidHistoryError``."""
+    """Check a batch against the session's open tail; raise ``InvalidHistoryError``.
+
+    Problems name a stored message by its sequence number in the session (and client id), and
+    a new one by its position in the batch.
+    """
     messages = [message.payload for message in tail] + [message.payload for message in batch]
-    problems = validate_history(messages, allow_pending_calls=True)
-    if problems:
-        offset = len(tail)
+    problems = find_problems(messages, allow_pending_calls=True)
+    if not problems:
+        return
 
-        def renumber(match: re.Match[str]) -> str:
-            index = int(match.group(1))
-            if index < offset:
-                return f"stored message {index - offset}"
-            return f"message {index - offset}"
+    def name(index: int) -> str:
+        if index >= len(tail):
+            return f"message {index - len(tail)}"
+        stored = tail[index]
+        client = f" (id {stored.client_id!r})" if stored.client_id else ""
+        return f"stored message #{stored.seq}{client}"
 
-        raise InvalidHistoryError([re.sub(r"message (\d+)", renumber, p) for p in problems])
+    raise InvalidHistoryError(Problem(None, problem.describe(name)) for problem in problems)
 
 
 @dataclass(frozen=True, slots=True)

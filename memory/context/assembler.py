@@ -11,7 +11,7 @@ from memory.context.messages import Message, render_messages
 from memory.context.parts import ContextParts, RetrievedMemory, SummaryContext, order_memories
 from memory.context.report import ContextReport, SummaryState
 from memory.context.tokens import TokenCounter
-from memory.context.units import Unit, current_turn_start, split_units, validate_history
+from memory.context.units import Unit, current_turn_start, find_problems, split_units
 from memory.errors import InvalidHistoryError
 
 __all__ = [
@@ -81,7 +81,7 @@ def assemble(
     """
     if recent_messages < 0:
         raise ValueError(f"recent_messages must not be negative, got {recent_messages}")
-    problems = validate_history(history)
+    problems = find_problems(history)
     if problems:
         raise InvalidHistoryError(problems)
     parts = context_parts(
@@ -91,7 +91,7 @@ def assemble(
         parts, budget=budget, counter=counter, tool_result_max_tokens=tool_result_max_tokens
     )
     messages = capped.parts.messages()
-    problems = validate_history(messages)
+    problems = find_problems(messages)
     if problems:  # pragma: no cover - the cap keeps units whole; this guards against a bug
         raise InvalidHistoryError(problems)
     return AssembledContext(render_messages(messages), _report(capped, budget, counter))

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from memory.errors import InvalidHistoryError
+from memory.errors import InvalidHistoryError, Problem
 
 __all__ = [
     "FunctionCall",
@@ -97,20 +97,20 @@ def parse_messages(data: Iterable[Mapping[str, Any] | Message]) -> list[Message]
         InvalidHistoryError: a dict is not a chat message; the problem names its index.
     """
     messages: list[Message] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
     for index, item in enumerate(data):
         if isinstance(item, Message):
             messages.append(item)
             continue
         if not isinstance(item, Mapping):
-            problems.append(f"message {index}: expected a dict, got {type(item).__name__}")
+            problems.append(Problem(index, f"expected a dict, got {type(item).__name__}"))
             continue
         try:
             messages.append(Message.model_validate(item))
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            problems.append(f"message {index}: {where}: {first['msg']}")
+            problems.append(Problem(index, f"{where}: {first['msg']}"))
     if problems:
         raise InvalidHistoryError(problems)
     return messages

@@ -16,7 +16,7 @@ from memory.context.tokens import (
     TokenCounter,
     counter_for_model,
 )
-from memory.context.units import Unit, UnitKind, validate_history
+from memory.context.units import Unit, UnitKind, find_problems
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
 __all__ = [
@@ -225,7 +225,7 @@ def trim_history(
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must not be negative, got {max_tokens}")
-    problems = validate_history(messages)
+    problems = find_problems(messages)
     if problems:
         raise InvalidHistoryError(problems)
     history = _History(messages, counter or counter_for_model(model))

@@ -13,8 +13,9 @@ from typing import Any, Literal, NamedTuple
 from pydantic import ValidationError
 
 from memory.context.messages import Message
+from memory.errors import Problem
 
-__all__ = ["Unit", "current_turn_start", "split_units", "validate_history"]
+__all__ = ["Unit", "current_turn_start", "find_problems", "split_units", "validate_history"]
 
 UnitKind = Literal["system", "tool_exchange", "message"]
 
@@ -77,21 +78,35 @@ def current_turn_start(messages: Sequence[Message]) -> int:
 def validate_history(
     messages: Iterable[Mapping[str, Any] | Message], *, allow_pending_calls: bool = False
 ) -> list[str]:
-    """List every structural problem of a history, each naming the message index.
+    """List every structural problem of a history, each sentence naming the message index.
+
+    ``find_problems`` returns the same problems as records; see it for what is checked.
+
+    Returns:
+        The problems; an empty list means the history is valid.
+    """
+    return [
+        str(problem) for problem in find_problems(messages, allow_pending_calls=allow_pending_calls)
+    ]
+
+
+def find_problems(
+    messages: Iterable[Mapping[str, Any] | Message], *, allow_pending_calls: bool = False
+) -> list[Problem]:
+    """Every structural problem of a history, as records naming the message index.
 
     Checks: each item is a chat message; a tool message answers a call of the assistant message
     right before its run of tool messages; every call gets exactly one result; tool call ids are
-    present and unique; a tool message does not come first.
+    present and unique within one assistant message; a tool message does not come first. An id
+    may be used again by a later assistant message once its earlier call is answered (local
+    models emit ``call_0`` every turn): a result answers the nearest preceding open call.
 
     Args:
         messages: OpenAI-format dicts or ``Message`` objects.
         allow_pending_calls: accept a final assistant message whose calls are still waiting
             for results (an agent's tool loop in progress, as stored between two requests).
-
-    Returns:
-        The problems; an empty list means the history is valid.
     """
-    problems: list[str] = []
+    problems: list[Problem] = []
     parsed: list[_Shape | None] = []
     for index, item in enumerate(messages):
         shape = _shape_of(item)
@@ -101,84 +116,87 @@ def validate_history(
             except ValidationError as error:
                 first = error.errors()[0]
                 where = ".".join(str(part) for part in first["loc"]) or "message"
-                problems.append(f"message {index}: not a chat message ({where}: {first['msg']})")
+                problems.append(Problem(index, f"not a chat message ({where}: {first['msg']})"))
         parsed.append(shape)
 
-    all_call_ids: dict[str, int] = {}
-    owner: int | None = None  # index of the assistant message whose results may follow
-    pending: dict[str, None] = {}
-    answered: set[str] = set()
-
-    def close_block(at: int) -> None:
-        nonlocal owner
-        # A block closed by the end of the list is an agent's tool loop in progress.
-        in_progress = allow_pending_calls and at == len(parsed)
-        if owner is not None and pending and not in_progress:
-            missing = ", ".join(pending)
-            problems.append(f"message {owner}: tool call(s) {missing} have no result")
-        owner = None
-        pending.clear()
-        answered.clear()
-
+    block = _ToolBlock(problems)
     for index, message in enumerate(parsed):
+        if message is None or message.role != "tool":
+            block.close(index, in_progress=False)
         if message is None:
-            close_block(index)
             continue
-        if message.role != "tool":
-            close_block(index)
         if message.role == "assistant" and message.call_ids:
-            owner = index
-            for call_id in message.call_ids:
-                if not call_id:
-                    problems.append(f"message {index}: a tool call has an empty id")
-                elif call_id in all_call_ids:
-                    earlier = all_call_ids[call_id]
-                    problems.append(
-                        f"message {index}: duplicate tool_call_id {call_id!r} "
-                        f"(also in message {earlier})"
-                    )
-                else:
-                    all_call_ids[call_id] = index
-                    pending[call_id] = None
+            block.open(index, message.call_ids)
         elif message.role == "tool":
-            _check_tool_result(index, message, owner, pending, answered, all_call_ids, problems)
-    close_block(len(parsed))
+            block.answer(index, message.tool_call_id)
+    block.close(len(parsed), in_progress=allow_pending_calls)
     return problems
 
 
-def _check_tool_result(
-    index: int,
-    message: _Shape,
-    owner: int | None,
-    pending: dict[str, None],
-    answered: set[str],
-    all_call_ids: dict[str, int],
-    problems: list[str],
-) -> None:
-    call_id = message.tool_call_id
-    if index == 0:
-        problems.append("message 0: a tool message cannot come first")
-    elif not call_id:
-        problems.append(f"message {index}: tool message without a tool_call_id")
-    elif owner is None:
-        if call_id in all_call_ids:
-            problems.append(
-                f"message {index}: tool result {call_id!r} is separated from its call "
-                f"(message {all_call_ids[call_id]}) by another role"
-            )
+class _ToolBlock:
+    """The assistant message whose tool results may follow, and which of its calls are open."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        self.owner: int | None = None
+        self.pending: dict[str, None] = {}
+        self.answered: set[str] = set()
+        self.last_call: dict[str, int] = {}  # id -> the latest assistant message that made it
+
+    def open(self, index: int, call_ids: tuple[str, ...]) -> None:
+        self.owner = index
+        for call_id in call_ids:
+            if not call_id:
+                self.problems.append(Problem(index, "a tool call has an empty id"))
+            elif call_id in self.pending:
+                self.problems.append(
+                    Problem(index, f"duplicate tool_call_id {call_id!r} in one message")
+                )
+            else:
+                self.pending[call_id] = None
+                self.last_call[call_id] = index
+
+    def answer(self, index: int, call_id: str | None) -> None:
+        if index == 0:
+            self.problems.append(Problem(0, "a tool message cannot come first"))
+        elif not call_id:
+            self.problems.append(Problem(index, "tool message without a tool_call_id"))
+        elif self.owner is None:
+            if call_id in self.last_call:
+                self.problems.append(
+                    Problem(
+                        index,
+                        f"tool result {call_id!r} is separated from its call ({{related}}) "
+                        "by another role",
+                        related=self.last_call[call_id],
+                    )
+                )
+            else:
+                self.problems.append(
+                    Problem(index, f"tool result {call_id!r} has no preceding matching call")
+                )
+        elif call_id in self.pending:
+            del self.pending[call_id]
+            self.answered.add(call_id)
+        elif call_id in self.answered:
+            self.problems.append(Problem(index, f"duplicate tool result for {call_id!r}"))
         else:
-            problems.append(
-                f"message {index}: tool result {call_id!r} has no preceding matching call"
+            self.problems.append(
+                Problem(
+                    index,
+                    f"unknown tool_call_id {call_id!r} ({{related}} made no such call)",
+                    related=self.owner,
+                )
             )
-    elif call_id in pending:
-        del pending[call_id]
-        answered.add(call_id)
-    elif call_id in answered:
-        problems.append(f"message {index}: duplicate tool result for {call_id!r}")
-    else:
-        problems.append(
-            f"message {index}: unknown tool_call_id {call_id!r} (message {owner} made no such call)"
-        )
+
+    def close(self, at: int, *, in_progress: bool) -> None:
+        """End the block before message ``at``; at the end of the list it may be in progress."""
+        if self.owner is not None and self.pending and not in_progress:
+            missing = ", ".join(self.pending)
+            self.problems.append(Problem(self.owner, f"tool call(s) {missing} have no result"))
+        self.owner = None
+        self.pending.clear()
+        self.answered.clear()
 
 
 class _Shape(NamedTuple):

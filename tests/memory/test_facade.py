@@ -684,3 +684,25 @@ def test_a_backlog_is_folded_in_bounded_summariser_calls(
         prompt = request.messages[-1]["content"]
         in_prompt = [m for m in folded if f"{m.payload['content'].strip()}" in prompt]
         assert 0 < sum(m.tokens for m in in_prompt) <= 2 * trigger
+
+
+def test_a_broken_batch_names_stored_messages_by_their_seq_and_client_id(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "track", "arguments": "{}"}}
+    mem.prepare(user_id=user_id, session_id=session_id, input="Where is my order?")
+    mem.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[{"role": "assistant", "content": None, "tool_calls": [call], "id": "a-1"}],
+    )
+
+    with pytest.raises(InvalidHistoryError) as caught:
+        mem.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[{"role": "tool", "tool_call_id": "c9", "content": "?"}],
+        )
+
+    assert str(caught.value.problems[0]).startswith("message 0: unknown tool_call_id 'c9'")
+    assert "stored message #2 (id 'a-1') made no such call" in str(caught.value.problems[0])

@@ -103,9 +103,9 @@ def test_parse_names_every_bad_index() -> None:
     bad: list[Any] = [{"role": "user", "content": "ok"}, {"role": "robot"}, "text", {"x": 1}]
     with pytest.raises(InvalidHistoryError) as caught:
         parse_messages(bad)
-    assert [problem.split(":")[0] for problem in caught.value.problems] == [
-        "message 1",
-        "message 2",
-        "message 3",
+    assert [problem.index for problem in caught.value.problems] == [
+        1,
+        2,
+        3,
     ]
     assert isinstance(caught.value, ValueError)

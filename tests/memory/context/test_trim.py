@@ -129,7 +129,8 @@ def test_invalid_history_raises_listing_the_problems(messages: list[dict[str, An
     with pytest.raises(InvalidHistoryError) as caught:
         trim_history(messages, 10_000, model=MODEL)
     assert caught.value.problems
-    assert all(problem.startswith("message ") for problem in caught.value.problems)
+    assert all(problem.index is not None for problem in caught.value.problems)
+    assert all(str(problem).startswith("message ") for problem in caught.value.problems)
 
 
 def test_a_non_dict_is_an_invalid_history() -> None:
