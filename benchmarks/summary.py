@@ -27,13 +27,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from memory.context.cut import cut_to_tokens
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
 from memory.settings import SummarySettings
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import PreviousSummary, Summarizer
-from memory.summary.transcript import cut_to_tokens
 
 FAKE_SERVER = Path(__file__).resolve().parents[1] / "tests" / "fake_openai.py"
 
@@ -118,7 +118,7 @@ def scripted_summary(fake: ModuleType, counter: TiktokenCounter, share: float) -
         wanted = min(int(counter.count_text(user) * share), limit)
         words = user.split()
         sample = " ".join(words[:: max(len(words) // max(wanted, 1), 1)])  # spread over the input
-        return fake.Reply(cut_to_tokens(sample, wanted, counter) or "nothing to keep")
+        return fake.Reply(cut_to_tokens(sample, wanted, counter, keep="head") or "nothing to keep")
 
     return respond
 

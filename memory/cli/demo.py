@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from memory.cli.base import Subcommands
+from memory.context.cut import preview
 from memory.context.messages import Message
-from memory.context.parts import preview
 from memory.facade import Memory
 
 __all__ = ["demo_turn", "register_demo"]

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from memory.context.cut import preview
 from memory.context.parts import (
     SUMMARY_MIN_TOKENS,
     ContextParts,
     RetrievedMemory,
     describe_unit,
     memories_message,
-    preview,
     shorten_summary_text,
     summary_message,
 )

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from memory.context.cut import Keep, cut_to_fit, preview
 from memory.context.messages import Message
 from memory.context.report import LayerTokens
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
@@ -25,9 +26,7 @@ __all__ = [
     "describe_unit",
     "memories_message",
     "order_memories",
-    "preview",
     "shorten_summary_text",
-    "summary_cut_marker",
     "summary_message",
 ]
 
@@ -98,11 +97,6 @@ def memories_message(memories: Iterable[RetrievedMemory]) -> Message | None:
     return Message(role="system", content="\n".join([header, *bullets]))
 
 
-def summary_cut_marker(cut_tokens: int) -> str:
-    """The visible marker left where ``cut_tokens`` tokens of a summary were cut."""
-    return f"[… {cut_tokens} tokens of the summary cut to fit the budget …]"
-
-
 def shorten_summary_text(
     summary: SummaryContext, max_tokens: int, counter: TokenCounter
 ) -> SummaryContext | None:
@@ -110,34 +104,27 @@ def shorten_summary_text(
 
     An LLM summary keeps its head (where a summary states the overall picture); a raw archive
     keeps its tail (the newest archived messages, which lead into the window). The cut is
-    marked (see ``summary_cut_marker``).
+    marked (see ``memory.context.cut.cut_marker``).
 
     Returns:
         The shortened summary, or ``None`` when less than ``SUMMARY_MIN_TOKENS`` tokens of its
         text would be left.
     """
-    text = summary.text
-    text_tokens = counter.count_text(text)
 
-    def kept(chars: int) -> str:
-        return text[:chars] if summary.kind == "llm" else text[len(text) - chars :]
+    def measure(text: str) -> int:
+        return counter.count_message(summary_message(replace(summary, text=text)))
 
-    def shortened(chars: int) -> SummaryContext:
-        marker = summary_cut_marker(text_tokens - counter.count_text(kept(chars)))
-        cut = f"{kept(chars)}\n{marker}" if summary.kind == "llm" else f"{marker}\n{kept(chars)}"
-        return replace(summary, text=cut)
-
-    # Bisection over how many characters are kept; only a probe that fits is ever returned.
-    best, low, high = -1, 0, len(text) - 1
-    while low <= high:
-        chars = (low + high) // 2
-        if counter.count_message(summary_message(shortened(chars))) <= max_tokens:
-            best, low = chars, chars + 1
-        else:
-            high = chars - 1
-    if best < 0 or counter.count_text(kept(best)) < SUMMARY_MIN_TOKENS:
+    keep: Keep = "head" if summary.kind == "llm" else "tail"
+    cut = cut_to_fit(summary.text, max_tokens, measure, counter, keep=keep)
+    if cut is None:
         return None
-    return shortened(best)
+    if cut is summary.text:
+        return summary
+    # The marker is the cut's last line (a head kept) or its first (a tail kept).
+    kept = cut.rpartition("\n")[0] if keep == "head" else cut.partition("\n")[2]
+    if counter.count_text(kept) < SUMMARY_MIN_TOKENS:
+        return None
+    return replace(summary, text=cut)
 
 
 def order_memories(memories: Iterable[RetrievedMemory]) -> tuple[RetrievedMemory, ...]:
@@ -160,12 +147,6 @@ def describe_unit(unit: Unit) -> str:
         span = f"messages {unit.start}-{unit.stop - 1}"
         return f"{span} (assistant tool {calls} {names} + {results} {noun})"
     return f'message {unit.start} ({first.role}: "{preview(first.text)}")'
-
-
-def preview(text: str, limit: int = 40) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)

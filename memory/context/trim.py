@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from memory.context.cut import cut_marker, cut_to_fit
 from memory.context.messages import Message
 from memory.context.tokens import (
     DEFAULT_MODEL,
@@ -21,7 +22,6 @@ from memory.errors import ContextOverflowError, InvalidHistoryError
 
 __all__ = [
     "cap_tool_results",
-    "cut_marker",
     "cut_tool_result",
     "cut_turn_to_fit",
     "keep_recent_units",
@@ -29,23 +29,13 @@ __all__ = [
     "unit_tokens",
 ]
 
-#: Rounds of "measure, then shrink by the overshoot" before falling back to the marker alone.
-_FIT_ROUNDS = 8
-
-
-def cut_marker(cut_tokens: int) -> str:
-    """The visible marker left where ``cut_tokens`` tokens of a tool result were cut."""
-    return f"\n[… {cut_tokens} tokens cut by stratamem …]\n"
-
 
 def cut_tool_result(message: Message, max_tokens: int, counter: TokenCounter) -> Message:
     """Cut a message's text to fit ``max_tokens``, keeping its head and tail around a marker.
 
     Meant for tool results, but works on any message with text content. The marker (see
-    ``cut_marker``) says how many content tokens were cut. Content given as a list of parts
-    comes back as one text part; non-text parts count as cut. The original text is encoded at
-    most once (a cached count is reused); every further count is on text no longer than the
-    budget, so a 1 MB tool result costs one encode plus a few small ones.
+    ``memory.context.cut.cut_marker``) says how many content tokens were cut. Content given as
+    a list of parts comes back as one text part; non-text parts count as cut.
 
     Args:
         message: the message to cut; it is not modified.
@@ -60,20 +50,17 @@ def cut_tool_result(message: Message, max_tokens: int, counter: TokenCounter) ->
     total = counter.count_message(message)
     if total <= max_tokens:
         return message
-    text = message.text
     frame = counter.count_message(_with_text(message, ""))
     content_tokens = max(total - frame, 1)
-    room = max_tokens - frame - counter.count_text(cut_marker(content_tokens))
-    for _ in range(_FIT_ROUNDS):
-        if room <= 0:
-            break
-        head, tail = _head_and_tail(text, room, content_tokens, counter)
-        kept = counter.count_text(head) + counter.count_text(tail)
-        candidate = _with_text(message, head + cut_marker(content_tokens - kept) + tail)
-        overshoot = counter.count_message(candidate) - max_tokens
-        if overshoot <= 0:
-            return candidate
-        room -= overshoot
+
+    def measure(text: str) -> int:
+        return counter.count_message(_with_text(message, text))
+
+    cut = cut_to_fit(
+        message.text, max_tokens, measure, counter, keep="both", text_tokens=content_tokens
+    )
+    if cut is not None:
+        return _with_text(message, cut)
     marker_only = _with_text(message, cut_marker(content_tokens))
     return marker_only if counter.count_message(marker_only) < total else message
 
@@ -83,38 +70,6 @@ def _with_text(message: Message, text: str) -> Message:
     if isinstance(message.content, list):
         return message.model_copy(update={"content": [{"type": "text", "text": text}]})
     return message.model_copy(update={"content": text})
-
-
-def _head_and_tail(
-    text: str, room: int, text_tokens: int, counter: TokenCounter
-) -> tuple[str, str]:
-    """A head and a tail of ``text`` holding at most about ``room`` tokens together."""
-    chars_per_token = len(text) / text_tokens
-    head_room = (room + 1) // 2
-    head_chars = _fit_chars(text, head_room, chars_per_token, counter, from_end=False)
-    tail_chars = _fit_chars(text, room - head_room, chars_per_token, counter, from_end=True)
-    # A tiny text estimated badly could make the two overlap; the head wins.
-    tail_chars = min(tail_chars, len(text) - head_chars)
-    return text[:head_chars], text[len(text) - tail_chars :]
-
-
-def _fit_chars(
-    text: str, room: int, chars_per_token: float, counter: TokenCounter, *, from_end: bool
-) -> int:
-    """How many characters from one end of ``text`` fit ``room`` tokens (never more than fit)."""
-    if room <= 0:
-        return 0
-    chars = min(len(text), max(1, int(room * chars_per_token)))
-    for _ in range(_FIT_ROUNDS):
-        piece = text[len(text) - chars :] if from_end else text[:chars]
-        tokens = counter.count_text(piece)
-        if tokens <= room:
-            return chars
-        # Shrink in proportion to the overshoot; tokens never exceed characters here.
-        chars = int(chars * room / tokens)
-        if chars == 0:
-            return 0
-    return 0
 
 
 def unit_tokens(unit: Unit, counter: TokenCounter) -> int:

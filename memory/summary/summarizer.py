@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memory.context.cut import cut_to_tokens
 from memory.context.messages import Message
 from memory.context.tokens import DEFAULT_MODEL, TokenCounter
 from memory.errors import LLMError
 from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
 from memory.settings import SummarySettings
-from memory.summary.transcript import cut_to_tokens, raw_archive, summary_request
+from memory.summary.transcript import raw_archive, summary_request
 
 __all__ = [
     "PreviousSummary",
@@ -217,7 +218,10 @@ class Summarizer:
             return text
         if tokens > limit * (1 + self.settings.overshoot):
             raise LLMError(f"{model}: over-long reply ({tokens} tokens, limit {limit})")
-        return cut_to_tokens(text, limit, self.counter)
+        cut = cut_to_tokens(text, limit, self.counter, keep="head")
+        if cut is None:
+            raise LLMError(f"{model}: a reply cannot be cut to {limit} tokens")
+        return cut
 
     def _archive(self, previous: PreviousSummary | None, folded: Sequence[Message]) -> str:
         """The previous summary with the increment's raw archive appended, newest lines kept.

@@ -5,20 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from memory.context.cut import cut_to_chars, one_line
 from memory.context.messages import Message
-from memory.context.tokens import TokenCounter
 
 __all__ = [
     "INSTRUCTIONS",
-    "cut_to_tokens",
     "raw_archive",
     "render_line",
     "render_transcript",
     "summary_request",
 ]
-
-#: A cut line ends with this marker (its length included in the limit).
-CUT_MARKER = " …[cut]"
 
 #: The summariser's system message; ``{limit}`` is the summary's token limit.
 INSTRUCTIONS = """\
@@ -72,14 +68,14 @@ def render_line(message: Message, tool_names: dict[str, str]) -> str:
         label = f"tool {name}"
     else:
         label = message.role
-    parts = [_flatten(message.text)]
+    parts = [one_line(message.text)]
     if isinstance(message.content, list):
         attachments = sum(1 for part in message.content if part.get("type") != "text")
         if attachments:
             parts.append(f"[{attachments} attachment(s)]")
     if message.tool_calls:
         calls = ", ".join(
-            f"{call.function.name}({_flatten(call.function.arguments)})"
+            f"{call.function.name}({one_line(call.function.arguments)})"
             for call in message.tool_calls
         )
         parts.append(f"[calls {calls}]")
@@ -89,7 +85,9 @@ def render_line(message: Message, tool_names: dict[str, str]) -> str:
 def render_transcript(messages: Sequence[Message], chars_per_message: int) -> str:
     """The messages as lines for a summariser prompt, each cut to ``chars_per_message``."""
     names = _tool_names(messages)
-    return "\n".join(_cut(render_line(message, names), chars_per_message) for message in messages)
+    return "\n".join(
+        cut_to_chars(render_line(message, names), chars_per_message) for message in messages
+    )
 
 
 def raw_archive(messages: Sequence[Message], chars_per_line: int) -> str:
@@ -100,42 +98,7 @@ def raw_archive(messages: Sequence[Message], chars_per_line: int) -> str:
     return render_transcript(messages, chars_per_line)
 
 
-def cut_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
-    """The longest head of ``text`` within ``limit`` tokens, ended at a line or sentence if near.
-
-    A break (line end, then sentence end, then a space) is used when it keeps at least four
-    fifths of the head; otherwise the head is cut mid-word.
-    """
-    if counter.count_text(text) <= limit:
-        return text
-    low, high = 0, len(text)  # the longest head within the limit has length in [low, high]
-    while low < high:
-        middle = (low + high + 1) // 2
-        if counter.count_text(text[:middle]) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    head = text[:low]
-    for separator in ("\n", ". ", " "):
-        at = head.rfind(separator)
-        candidate = head[: at + len(separator)].rstrip()
-        # Token counts are not strictly monotonic in the length: check the shorter head too.
-        if at >= len(head) * 4 // 5 and counter.count_text(candidate) <= limit:
-            return candidate
-    return head
-
-
 def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
     return {
         call.id: call.function.name for message in messages for call in message.tool_calls or ()
     }
-
-
-def _flatten(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _cut(line: str, limit: int) -> str:
-    if len(line) <= limit:
-        return line
-    return line[: limit - len(CUT_MARKER)].rstrip() + CUT_MARKER

@@ -186,7 +186,7 @@ def test_a_shortened_summary_is_reported() -> None:
     assert result.report.summary.shortened
     assert result.report.summary.covered == 40
     assert result.report.dropped[-1].layer == "summary"
-    assert "tokens of the summary cut to fit the budget" in result.messages[1]["content"]
+    assert "tokens cut by stratamem" in result.messages[1]["content"]
 
 
 def test_recent_messages_are_protected_as_whole_units() -> None:

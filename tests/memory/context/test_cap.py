@@ -34,7 +34,6 @@ from memory.context.units import validate_history
 from memory.errors import ContextOverflowError
 
 CUT_MARKER = re.compile(r"\[… (\d+) tokens cut by stratamem …\]")
-SUMMARY_MARKER = re.compile(r"\[… (\d+) tokens of the summary cut to fit the budget …\]")
 
 
 class WordCounter:
@@ -205,7 +204,7 @@ def test_the_summary_is_shortened_after_the_memories_keeping_an_llm_summary_head
     shortened = capped.parts.summary
     assert shortened is not None
     assert shortened.text.startswith("s0 s1 s2")
-    marker = SUMMARY_MARKER.search(shortened.text)
+    marker = CUT_MARKER.search(shortened.text)
     assert marker is not None
     kept = shortened.text[: marker.start()].split()
     assert int(marker.group(1)) == 200 - len(kept)

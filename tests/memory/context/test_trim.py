@@ -22,7 +22,7 @@ from memory.context.units import split_units, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
 MODEL = "gpt-3.5-turbo"
-MARKER = re.compile(r"\n\[… (\d+) tokens cut by stratamem …\]\n")
+MARKER = re.compile(r"\n?\[… (\d+) tokens cut by stratamem …\]\n?")
 
 
 def call(call_id: str) -> dict[str, Any]:

@@ -236,8 +236,8 @@ def test_archive_lines_are_cut_to_the_configured_length(recorder: Recorder) -> N
 
     result = summariser(None, recorder, archive_chars=500).summarise(None, huge)
 
-    assert len(result.text) == 500
-    assert result.text.endswith("…[cut]")
+    assert len(result.text) <= 500
+    assert result.text.endswith("characters cut by stratamem …]")
 
 
 def test_offline_every_summary_is_a_raw_archive_without_events(recorder: Recorder) -> None:
@@ -289,8 +289,10 @@ def test_a_slightly_too_long_reply_is_cut_to_the_limit(
 
     assert result.kind == "llm"
     assert COUNTER.count_text(result.text) <= limit
-    assert reply.startswith(result.text)
-    assert result.text.endswith(".")  # cut at a line end, not mid-word
+    kept, _, marker = result.text.rpartition("\n")
+    assert reply.startswith(kept)
+    assert marker.endswith("tokens cut by stratamem …]")
+    assert kept.endswith(".")  # cut at a line end, not mid-word
     assert COUNTER.count_text(result.text) > limit * 0.7
 
 
@@ -332,7 +334,7 @@ def test_long_tool_results_are_cut_in_the_prompt(server: FakeOpenAI, recorder: R
     lines = user_prompt(server.requests[0]).splitlines()
     (tool_line,) = [line for line in lines if line.startswith("tool search_flights:")]
     assert 1_990 <= len(tool_line) <= 2_000
-    assert tool_line.endswith("…[cut]")
+    assert tool_line.endswith("characters cut by stratamem …]")
 
 
 def test_a_chat_model_bug_is_not_swallowed(recorder: Recorder) -> None:
