@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from memory.context.messages import Message
+from memory.context.units import Unit, fit_newest, make_unit, turn_start, unit_spans
 from storage import MessageStore, StoredMessage
 
 __all__ = ["RecentMessages", "RecentWindow"]
@@ -106,22 +107,30 @@ def _is_unit_start_past(record: StoredMessage, tokens: int, budget: int, seen_us
 def _fit(
     stored: list[StoredMessage], messages: list[Message], budget: int, last_seq: int
 ) -> RecentWindow:
-    """Drop the oldest messages that ``load`` would not have read, and total the rest."""
-    tokens = 0
-    seen_user = False
-    first = 0
-    for index in range(len(stored) - 1, -1, -1):
-        record = stored[index]
-        tokens += record.tokens
-        seen_user = seen_user or record.role == "user"
-        if _is_unit_start_past(record, tokens, budget, seen_user):
-            first = index
-            break
-    kept = stored[first:]
+    """The window the assembler may need: the current turn, the newest units that fit, and one
+    unit more (the assembler may still keep it once its tool results are cut).
+
+    Units are costed with their stored token counts, by the same rule every window follows
+    (``fit_newest``).
+    """
+    roles = [record.role for record in stored]
+    turn = turn_start(roles)
+
+    def cost(unit: Unit) -> int:
+        return sum(record.tokens for record in stored[unit.start : unit.stop])
+
+    older = (make_unit(start, messages[start:stop]) for start, stop in unit_spans(roles, turn))
+    turn_tokens = sum(record.tokens for record in stored[turn:])
+    first = turn
+    if turn_tokens <= budget:
+        kept = fit_newest(older, budget - turn_tokens, cost)
+        first = kept[0].start if kept else turn
+        first = next(unit_spans(roles, first), (first, first))[0]
+    window = stored[first:]
     return RecentWindow(
-        tuple(kept),
+        tuple(window),
         tuple(messages[first:]),
-        sum(record.tokens for record in kept),
+        sum(record.tokens for record in window),
         last_seq,
         budget,
     )

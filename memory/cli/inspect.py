@@ -18,8 +18,14 @@ from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands
 from memory.context.cut import preview
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import DEFAULT_MODEL, REPLY_PRIMING_TOKENS, TiktokenCounter
-from memory.context.trim import trim_history, unit_tokens
-from memory.context.units import Unit, current_turn_start, split_units, validate_history
+from memory.context.trim import trim_history
+from memory.context.units import (
+    Unit,
+    current_turn_start,
+    split_units,
+    unit_tokens,
+    validate_history,
+)
 
 __all__ = ["load_transcript", "match_trimmed", "register_inspect"]
 

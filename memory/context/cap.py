@@ -24,8 +24,8 @@ from memory.context.parts import (
 )
 from memory.context.report import Dropped, ToolResultCut
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from memory.context.trim import cap_tool_results, cut_turn_to_fit, unit_tokens
-from memory.context.units import Unit
+from memory.context.trim import cap_tool_results, cut_turn_to_fit, tool_result_cap
+from memory.context.units import Unit, fit_newest, unit_tokens, units_tokens
 from memory.errors import ContextOverflowError
 
 __all__ = [
@@ -49,9 +49,12 @@ class CappedContext:
         dropped: every drop (and summary shortening), in the order it happened.
         cuts: tool results cut inside units (only those of kept units once ``apply_cap`` ends).
         summary_shortened: whether the summary's text was cut to fit.
+        total: tokens of the whole request as ``parts`` stand, reply priming included; each
+            step keeps it up to date from what it changed, so nothing is counted twice.
     """
 
     parts: ContextParts
+    total: int
     dropped: tuple[Dropped, ...] = ()
     cuts: tuple[ToolResultCut, ...] = ()
     summary_shortened: bool = False
@@ -76,10 +79,10 @@ def apply_cap(
     """
     if budget < 0:
         raise ValueError(f"budget must not be negative, got {budget}")
-    capped = CappedContext(parts)
-    if parts.measure(counter).total <= budget:
+    capped = CappedContext(parts, parts.measure(counter).total)
+    if capped.total <= budget:
         return capped
-    cap = budget // 4 if tool_result_max_tokens is None else tool_result_max_tokens
+    cap = tool_result_cap(budget, tool_result_max_tokens)
     capped = fit_current_turn(capped, budget, cap, counter)
     capped = cut_window_tool_results(capped, cap, counter)
     for step in (drop_window_units, drop_memories, shorten_summary, drop_recent_units):
@@ -109,7 +112,7 @@ def fit_current_turn(
     pin_tokens = counter.count_message(pins) if pins else 0
     room = budget - REPLY_PRIMING_TOKENS - system_tokens - pin_tokens
     turn = tuple(cut_turn_to_fit(parts.current_turn, room, tool_result_max_tokens, counter))
-    tokens = sum(unit_tokens(unit, counter) for unit in turn)
+    tokens = units_tokens(turn, counter)
     if tokens > room:
         raise ContextOverflowError(
             budget - room + tokens,
@@ -119,7 +122,13 @@ def fit_current_turn(
             f"{REPLY_PRIMING_TOKENS}",
         )
     cuts = _cuts(parts.current_turn, turn, "input", counter)
-    return replace(capped, parts=replace(parts, current_turn=turn), cuts=capped.cuts + cuts)
+    saved = sum(cut.tokens_before - cut.tokens_after for cut in cuts)
+    return replace(
+        capped,
+        parts=replace(parts, current_turn=turn),
+        cuts=capped.cuts + cuts,
+        total=capped.total - saved,
+    )
 
 
 def cut_window_tool_results(
@@ -132,8 +141,12 @@ def cut_window_tool_results(
     cuts = _cuts(parts.window, window, "window", counter) + _cuts(
         parts.recent, recent, "recent", counter
     )
+    saved = sum(cut.tokens_before - cut.tokens_after for cut in cuts)
     return replace(
-        capped, parts=replace(parts, window=window, recent=recent), cuts=capped.cuts + cuts
+        capped,
+        parts=replace(parts, window=window, recent=recent),
+        cuts=capped.cuts + cuts,
+        total=capped.total - saved,
     )
 
 
@@ -170,21 +183,27 @@ _RECENT_REASON = "still over budget without the summary: the most recent units g
 
 def drop_window_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
     """Drop the oldest window units, one whole unit at a time, until the context fits."""
-    window, dropped = _drop_oldest(
-        capped.parts.window, _over(capped, budget, counter), "window", _WINDOW_REASON, counter
+    window, dropped, saved = _drop_oldest(
+        capped.parts.window, capped.total - budget, "window", _WINDOW_REASON, counter
     )
     return replace(
-        capped, parts=replace(capped.parts, window=window), dropped=capped.dropped + dropped
+        capped,
+        parts=replace(capped.parts, window=window),
+        dropped=capped.dropped + dropped,
+        total=capped.total - saved,
     )
 
 
 def drop_recent_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
     """Drop the protected recent units, oldest first, until the context fits."""
-    recent, dropped = _drop_oldest(
-        capped.parts.recent, _over(capped, budget, counter), "recent", _RECENT_REASON, counter
+    recent, dropped, saved = _drop_oldest(
+        capped.parts.recent, capped.total - budget, "recent", _RECENT_REASON, counter
     )
     return replace(
-        capped, parts=replace(capped.parts, recent=recent), dropped=capped.dropped + dropped
+        capped,
+        parts=replace(capped.parts, recent=recent),
+        dropped=capped.dropped + dropped,
+        total=capped.total - saved,
     )
 
 
@@ -194,16 +213,15 @@ def _drop_oldest(
     layer: Literal["window", "recent"],
     reason: str,
     counter: TokenCounter,
-) -> tuple[tuple[Unit, ...], tuple[Dropped, ...]]:
-    """Drop units from the front of ``units`` until ``over`` tokens are saved."""
-    dropped: list[Dropped] = []
-    count = 0
-    while over > 0 and count < len(units):
-        tokens = unit_tokens(units[count], counter)
-        dropped.append(Dropped(layer, describe_unit(units[count]), tokens, reason))
-        over -= tokens
-        count += 1
-    return units[count:], tuple(dropped)
+) -> tuple[tuple[Unit, ...], tuple[Dropped, ...], int]:
+    """Keep the newest ``units`` that leave ``over`` tokens saved; the drops and tokens saved."""
+    if over <= 0:
+        return units, (), 0
+    tokens = {unit.start: unit_tokens(unit, counter) for unit in units}
+    kept = fit_newest(reversed(units), sum(tokens.values()) - over, lambda u: tokens[u.start])
+    gone = units[: len(units) - len(kept)]
+    dropped = tuple(Dropped(layer, describe_unit(u), tokens[u.start], reason) for u in gone)
+    return tuple(kept), dropped, sum(tokens[unit.start] for unit in gone)
 
 
 def drop_memories(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
@@ -211,9 +229,10 @@ def drop_memories(capped: CappedContext, budget: int, counter: TokenCounter) -> 
 
     Of memories with the same score, the one later in prompt order goes first.
     """
-    over = _over(capped, budget, counter)
+    over = capped.total - budget
     memories = list(capped.parts.memories)
     dropped: list[Dropped] = []
+    saved_total = 0
     while over > 0:
         candidates = [index for index, memory in enumerate(memories) if not memory.pinned]
         if not candidates:
@@ -227,17 +246,19 @@ def drop_memories(capped: CappedContext, budget: int, counter: TokenCounter) -> 
             Dropped("memories", f"{name} (score {memory.score:.3f})", saved, _MEMORY_REASON)
         )
         over -= saved
+        saved_total += saved
     return replace(
         capped,
         parts=replace(capped.parts, memories=tuple(memories)),
         dropped=capped.dropped + tuple(dropped),
+        total=capped.total - saved_total,
     )
 
 
 def shorten_summary(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
     """Shorten the summary until the context fits (see ``shorten_summary_text``), or drop it."""
     parts = capped.parts
-    over = _over(capped, budget, counter)
+    over = capped.total - budget
     if over <= 0 or parts.summary is None:
         return capped
     summary = parts.summary
@@ -246,7 +267,12 @@ def shorten_summary(capped: CappedContext, budget: int, counter: TokenCounter) -
     shortened = shorten_summary_text(summary, tokens - over, counter)
     if shortened is None:
         drop = Dropped("summary", name, tokens, _SUMMARY_REASON)
-        return replace(capped, parts=replace(parts, summary=None), dropped=(*capped.dropped, drop))
+        return replace(
+            capped,
+            parts=replace(parts, summary=None),
+            dropped=(*capped.dropped, drop),
+            total=capped.total - tokens,
+        )
     left = counter.count_message(summary_message(shortened))
     drop = Dropped(
         "summary",
@@ -259,11 +285,8 @@ def shorten_summary(capped: CappedContext, budget: int, counter: TokenCounter) -
         parts=replace(parts, summary=shortened),
         dropped=(*capped.dropped, drop),
         summary_shortened=True,
+        total=capped.total - (tokens - left),
     )
-
-
-def _over(capped: CappedContext, budget: int, counter: TokenCounter) -> int:
-    return capped.parts.measure(counter).total - budget
 
 
 def _label_tokens(memories: list[RetrievedMemory], counter: TokenCounter) -> int:

@@ -8,7 +8,7 @@ does not take them for things the user said.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -16,7 +16,7 @@ from memory.context.cut import Keep, cut_to_fit, preview
 from memory.context.messages import Message
 from memory.context.report import LayerTokens
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from memory.context.units import Unit
+from memory.context.units import Unit, units_tokens
 
 __all__ = [
     "SUMMARY_MIN_TOKENS",
@@ -190,11 +190,7 @@ class ContextParts:
         system = counter.count_message(self.system) if self.system else 0
         summary_tokens = counter.count_message(summary) if summary else 0
         memory_tokens = counter.count_message(memories) if memories else 0
-        window = _units_tokens((*self.window, *self.recent), counter)
-        current = _units_tokens(self.current_turn, counter)
+        window = units_tokens((*self.window, *self.recent), counter)
+        current = units_tokens(self.current_turn, counter)
         total = system + summary_tokens + memory_tokens + window + current + REPLY_PRIMING_TOKENS
         return LayerTokens(system, summary_tokens, memory_tokens, window, current, total)
-
-
-def _units_tokens(units: Sequence[Unit], counter: TokenCounter) -> int:
-    return sum(counter.count_message(message) for unit in units for message in unit.messages)

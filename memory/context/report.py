@@ -73,17 +73,6 @@ class LayerTokens:
     input: int
     total: int
 
-    def as_dict(self) -> dict[str, int]:
-        """The counts as a plain dict keyed by layer name."""
-        return {
-            "system": self.system,
-            "summary": self.summary,
-            "memories": self.memories,
-            "window": self.window,
-            "input": self.input,
-            "total": self.total,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class SummaryState:

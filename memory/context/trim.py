@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from memory.context.cut import cut_marker, cut_to_fit
@@ -17,16 +17,25 @@ from memory.context.tokens import (
     TokenCounter,
     counter_for_model,
 )
-from memory.context.units import Unit, UnitKind, find_problems
+from memory.context.units import (
+    Unit,
+    find_problems,
+    first_system_index,
+    fit_newest,
+    make_unit,
+    turn_start,
+    unit_spans,
+    unit_tokens,
+    units_tokens,
+)
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
 __all__ = [
     "cap_tool_results",
     "cut_tool_result",
     "cut_turn_to_fit",
-    "keep_recent_units",
+    "tool_result_cap",
     "trim_history",
-    "unit_tokens",
 ]
 
 
@@ -72,9 +81,9 @@ def _with_text(message: Message, text: str) -> Message:
     return message.model_copy(update={"content": text})
 
 
-def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
-    """Tokens of all the messages of a unit (without the request's reply priming)."""
-    return sum(counter.count_message(message) for message in unit.messages)
+def tool_result_cap(budget: int, tool_result_max_tokens: int | None = None) -> int:
+    """The most one tool result may cost: ``tool_result_max_tokens``, or a quarter of ``budget``."""
+    return budget // 4 if tool_result_max_tokens is None else tool_result_max_tokens
 
 
 def cap_tool_results(unit: Unit, max_tokens: int, counter: TokenCounter) -> Unit:
@@ -91,54 +100,6 @@ def cap_tool_results(unit: Unit, max_tokens: int, counter: TokenCounter) -> Unit
     if all(new is old for new, old in zip(messages, unit.messages, strict=True)):
         return unit
     return Unit(unit.start, messages, unit.kind)
-
-
-def keep_recent_units(
-    units: Sequence[Unit],
-    budget: int,
-    counter: TokenCounter,
-    *,
-    tool_result_max_tokens: int | None = None,
-) -> int:
-    """Where the longest run of newest units that fits ``budget`` starts.
-
-    Units are taken newest first and the run stops at the first unit that does not fit: an
-    older unit is never skipped to make room for a smaller one, so what is kept is always a
-    contiguous, recent part of the history.
-
-    Args:
-        units: the candidate units, oldest first (without the pinned system message or the
-            current turn, which the caller keeps anyway).
-        budget: tokens available for these units.
-        counter: counts the tokens.
-        tool_result_max_tokens: when given, each unit is costed with its tool results cut to
-            this size (see ``cap_tool_results``).
-
-    Returns:
-        The index of the first kept unit: ``units[index:]`` fit, ``len(units)`` when none does.
-    """
-    kept = _fit_newest_first(reversed(units), budget, counter, tool_result_max_tokens)
-    return len(units) - len(kept)
-
-
-def _fit_newest_first(
-    newest_first: Iterable[Unit], budget: int, counter: TokenCounter, cap: int | None
-) -> list[Unit]:
-    """The units of the longest newest run that fits, oldest first, capped when ``cap`` is set.
-
-    Stops reading ``newest_first`` at the first unit that does not fit, so a lazy source is
-    only parsed and counted as far as the budget reaches.
-    """
-    kept: list[Unit] = []
-    spent = 0
-    for unit in newest_first:
-        costed = unit if cap is None else cap_tool_results(unit, cap, counter)
-        cost = unit_tokens(costed, counter)
-        if spent + cost > budget:
-            break
-        spent += cost
-        kept.append(costed)
-    return kept[::-1]
 
 
 def trim_history(
@@ -186,7 +147,7 @@ def trim_history(
     history = _History(messages, counter or counter_for_model(model))
     if history.fits(max_tokens - REPLY_PRIMING_TOKENS):
         return [dict(message) for message in messages]
-    cap = max_tokens // 4 if tool_result_max_tokens is None else tool_result_max_tokens
+    cap = tool_result_cap(max_tokens, tool_result_max_tokens)
     return history.render(_select_units(history, max_tokens, cap))
 
 
@@ -194,18 +155,19 @@ def _select_units(history: _History, max_tokens: int, cap: int) -> list[Unit]:
     """The units to keep, in order, with their tool results cut as needed."""
     counter = history.counter
     pinned = history.pinned()
-    fixed = REPLY_PRIMING_TOKENS + _tokens(pinned, counter)
+    fixed = REPLY_PRIMING_TOKENS + units_tokens(pinned, counter)
     turn = history.turn_start()
     current = list(history.units_before(len(history.originals), stop_at=turn))[::-1]
     current = cut_turn_to_fit(current, max_tokens - fixed, cap, counter)
-    spent = fixed + _tokens(current, counter)
+    spent = fixed + units_tokens(current, counter)
     if spent > max_tokens:
         raise ContextOverflowError(
             spent,
             max_tokens,
             "system message, current turn with tool results cut to the marker, reply priming",
         )
-    recent = _fit_newest_first(history.units_before(turn), max_tokens - spent, counter, cap)
+    capped = (cap_tool_results(unit, cap, counter) for unit in history.units_before(turn))
+    recent = fit_newest(capped, max_tokens - spent, lambda unit: unit_tokens(unit, counter))
     return sorted([*pinned, *recent, *current], key=lambda unit: unit.start)
 
 
@@ -223,24 +185,20 @@ def cut_turn_to_fit(
         the caller reports as an overflow.
     """
     capped = [cap_tool_results(unit, cap, counter) for unit in units]
-    if _tokens(capped, counter) <= room:
+    if units_tokens(capped, counter) <= room:
         return capped
     best = [cap_tool_results(unit, 0, counter) for unit in units]
-    if _tokens(best, counter) > room:
+    if units_tokens(best, counter) > room:
         return best
     low, high = 0, min(cap, _largest_tool_result(units, counter))
     while high - low > 1:
         level = (low + high) // 2
         candidate = [cap_tool_results(unit, level, counter) for unit in units]
-        if _tokens(candidate, counter) <= room:
+        if units_tokens(candidate, counter) <= room:
             low, best = level, candidate
         else:
             high = level
     return best
-
-
-def _tokens(units: Sequence[Unit], counter: TokenCounter) -> int:
-    return sum(unit_tokens(unit, counter) for unit in units)
 
 
 def _largest_tool_result(units: Sequence[Unit], counter: TokenCounter) -> int:
@@ -259,18 +217,15 @@ class _History:
     """A validated history of OpenAI dicts, parsed and counted only as far as it is read.
 
     Parsing every message of a long history into a model would cost more than the whole trim,
-    so messages are parsed on demand, newest first, and units are found walking backwards
-    (which the validated structure makes safe: a run of tool messages always follows the
-    assistant message that owns it).
+    so messages are parsed on demand, newest first, walking units backwards (``unit_spans``).
     """
 
     def __init__(self, originals: Sequence[Mapping[str, Any]], counter: TokenCounter) -> None:
         self.originals = originals
         self.counter = counter
+        self.roles = [message["role"] for message in originals]
         self._parsed: list[Message | None] = [None] * len(originals)
-        self._system = next(
-            (i for i, m in enumerate(originals) if m["role"] in ("system", "developer")), None
-        )
+        self._system = first_system_index(self.roles)
 
     def message(self, index: int) -> Message:
         parsed = self._parsed[index]
@@ -289,31 +244,22 @@ class _History:
 
     def turn_start(self) -> int:
         """Index of the last user message; ``len`` when there is none."""
-        for index in range(len(self.originals) - 1, -1, -1):
-            if self.originals[index]["role"] == "user":
-                return index
-        return len(self.originals)
+        return turn_start(self.roles)
 
     def pinned(self) -> list[Unit]:
         """The unit of the first system message, if there is one."""
         if self._system is None:
             return []
-        return [Unit(self._system, (self.message(self._system),), "system")]
+        return [make_unit(self._system, [self.message(self._system)], pinned=True)]
 
     def units_before(self, stop: int, *, stop_at: int = 0) -> Iterator[Unit]:
         """The units that end at or before ``stop``, newest first, down to index ``stop_at``.
 
         The pinned system message is left out.
         """
-        while stop > stop_at:
-            start = stop - 1
-            while self.originals[start]["role"] == "tool":
-                start -= 1
+        for start, end in unit_spans(self.roles, stop, stop_at):
             if start != self._system:
-                kind: UnitKind = "tool_exchange" if start < stop - 1 else "message"
-                messages = tuple(self.message(index) for index in range(start, stop))
-                yield Unit(start, messages, kind)
-            stop = start
+                yield make_unit(start, [self.message(index) for index in range(start, end)])
 
     def render(self, units: Sequence[Unit]) -> list[dict[str, Any]]:
         """Kept messages as dicts: shallow copies of the originals, fresh renders of cut ones."""

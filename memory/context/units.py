@@ -6,16 +6,31 @@ with ``tool_calls`` together with all its tool results; any other single message
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
 from memory.context.messages import Message
+from memory.context.tokens import TokenCounter
 from memory.errors import Problem
 
-__all__ = ["Unit", "current_turn_start", "find_problems", "split_units", "validate_history"]
+__all__ = [
+    "Unit",
+    "UnitKind",
+    "current_turn_start",
+    "find_problems",
+    "first_system_index",
+    "fit_newest",
+    "make_unit",
+    "split_units",
+    "turn_start",
+    "unit_spans",
+    "unit_tokens",
+    "units_tokens",
+    "validate_history",
+]
 
 UnitKind = Literal["system", "tool_exchange", "message"]
 
@@ -46,33 +61,85 @@ def split_units(messages: Sequence[Message]) -> list[Unit]:
     The first system (or developer) message is the ``system`` unit wherever it stands; later
     system messages are ordinary units. The history is assumed valid (see ``validate_history``).
     """
-    units: list[Unit] = []
-    seen_system = False
-    index = 0
-    while index < len(messages):
-        message = messages[index]
-        if message.is_system and not seen_system:
-            seen_system = True
-            units.append(Unit(index, (message,), "system"))
-            index += 1
-        elif message.role == "assistant" and message.tool_calls:
-            stop = index + 1
-            while stop < len(messages) and messages[stop].role == "tool":
-                stop += 1
-            units.append(Unit(index, tuple(messages[index:stop]), "tool_exchange"))
-            index = stop
-        else:
-            units.append(Unit(index, (message,), "message"))
-            index += 1
-    return units
+    system = first_system_index([message.role for message in messages])
+    spans = unit_spans([message.role for message in messages], len(messages))
+    return [
+        make_unit(start, messages[start:stop], pinned=start == system)
+        for start, stop in reversed(list(spans))
+    ]
+
+
+def unit_spans(roles: Sequence[str], stop: int, start: int = 0) -> Iterator[tuple[int, int]]:
+    """The ``(start, stop)`` of every unit ending at or before ``stop``, newest first.
+
+    The one place units are found: a run of tool messages belongs to the message before it
+    (in a valid history, the assistant message that made the calls); every other message is a
+    unit of its own. Walking backwards lets a caller read a long history only as far as it
+    needs. Units that begin before ``start`` are not reached.
+    """
+    while stop > start:
+        first = stop - 1
+        while first > start and roles[first] == "tool":
+            first -= 1
+        yield first, stop
+        stop = first
+
+
+def make_unit(start: int, messages: Sequence[Message], *, pinned: bool = False) -> Unit:
+    """The unit of ``messages``, the first at index ``start``; ``pinned`` for the system one."""
+    kind: UnitKind = (
+        "system" if pinned else "tool_exchange" if messages[0].tool_calls else "message"
+    )
+    return Unit(start, tuple(messages), kind)
+
+
+def first_system_index(roles: Sequence[str]) -> int | None:
+    """Index of the pinned system message: the first system (or developer) message."""
+    return next((i for i, role in enumerate(roles) if role in ("system", "developer")), None)
 
 
 def current_turn_start(messages: Sequence[Message]) -> int:
     """Index of the last user message, where the current turn starts; ``len`` when there is none."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "user":
+    return turn_start([message.role for message in messages])
+
+
+def turn_start(roles: Sequence[str]) -> int:
+    """``current_turn_start`` over the roles alone: the one place the current turn is found."""
+    for index in range(len(roles) - 1, -1, -1):
+        if roles[index] == "user":
             return index
-    return len(messages)
+    return len(roles)
+
+
+def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
+    """Tokens of all the messages of a unit (without the request's reply priming)."""
+    return sum(counter.count_message(message) for message in unit.messages)
+
+
+def units_tokens(units: Iterable[Unit], counter: TokenCounter) -> int:
+    """Tokens of all the messages of some units."""
+    return sum(unit_tokens(unit, counter) for unit in units)
+
+
+def fit_newest(
+    newest_first: Iterable[Unit], budget: int, cost: Callable[[Unit], int]
+) -> list[Unit]:
+    """The longest run of the newest units whose costs fit ``budget`` together, oldest first.
+
+    The one rule of every window: ``trim_history``, the hard cap, the recent-message cache and
+    fold planning all keep what this keeps. The run stops at the first unit that does not fit:
+    an older unit is never skipped to make room for a smaller one, so what is kept is always a
+    contiguous, recent part of the history. ``newest_first`` is read only that far, so a lazy
+    source is parsed and counted only as far as the budget reaches.
+    """
+    kept: list[Unit] = []
+    spent = 0
+    for unit in newest_first:
+        spent += cost(unit)
+        if spent > budget:
+            break
+        kept.append(unit)
+    return kept[::-1]
 
 
 def validate_history(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.context.messages import Message
-from memory.context.units import current_turn_start, split_units
+from memory.context.units import Unit, current_turn_start, fit_newest, split_units
 from memory.errors import BudgetError
 
 __all__ = ["FoldPolicy", "limit_fold", "plan_fold"]
@@ -54,25 +54,24 @@ def plan_fold(
     if sum(tokens) <= trigger_tokens:
         return 0
 
-    turn_start = current_turn_start(messages)
+    turn = current_turn_start(messages)
     orphans_end = _orphan_tool_run(messages)
-    starts = [unit.start for unit in split_units(messages) if unit.start <= turn_start]
+    older = [unit for unit in split_units(messages) if orphans_end <= unit.start < turn]
     recent_start = max(len(messages) - min_recent_messages, 0)
+    holds_recent = [unit for unit in older if unit.stop > recent_start]
+    rest = older[: len(older) - len(holds_recent)]
 
-    fold = turn_start
-    kept = sum(tokens[turn_start:])
-    # Walk unit starts newest first; each step would keep the messages [start, fold).
-    for start in reversed(starts):
-        if start >= fold or start < orphans_end:
-            continue
-        unit_tokens = sum(tokens[start:fold])
-        within_target = kept + unit_tokens <= target_tokens
-        recent = fold > recent_start and kept + unit_tokens <= trigger_tokens
-        if not (within_target or recent):
-            break
-        kept += unit_tokens
-        fold = start
-    return fold
+    def cost(unit: Unit) -> int:
+        return sum(tokens[unit.start : unit.stop])
+
+    kept_turn = sum(tokens[turn:])
+    # The units holding the newest messages are kept while the total stays within the trigger,
+    # then older units while it stays within the target: one rule (``fit_newest``) twice.
+    kept = fit_newest(reversed(holds_recent), trigger_tokens - kept_turn, cost)
+    if len(kept) == len(holds_recent):
+        spent = kept_turn + sum(cost(unit) for unit in kept)
+        kept = fit_newest(reversed(rest), target_tokens - spent, cost) + kept
+    return kept[0].start if kept else turn
 
 
 def limit_fold(

@@ -29,8 +29,7 @@ from memory.context.parts import (
     summary_message,
 )
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
-from memory.context.trim import unit_tokens
-from memory.context.units import validate_history
+from memory.context.units import unit_tokens, validate_history
 from memory.errors import ContextOverflowError
 
 CUT_MARKER = re.compile(r"\[… (\d+) tokens cut by stratamem …\]")
@@ -100,7 +99,13 @@ def parts_of(
 
 
 def total(capped: CappedContext) -> int:
-    return capped.parts.measure(COUNTER).total
+    measured = capped.parts.measure(COUNTER).total
+    assert capped.total == measured  # the running total never drifts from a recount
+    return measured
+
+
+def start(parts: ContextParts) -> CappedContext:
+    return CappedContext(parts, parts.measure(COUNTER).total)
 
 
 def test_a_context_that_fits_is_left_alone() -> None:
@@ -110,7 +115,7 @@ def test_a_context_that_fits_is_left_alone() -> None:
         memories=(RetrievedMemory("likes tea", 0.2),),
     )
     capped = apply_cap(parts, budget=parts.measure(COUNTER).total, counter=COUNTER)
-    assert capped == CappedContext(parts)
+    assert capped == start(parts)
 
 
 def test_a_negative_budget_is_a_value_error() -> None:
@@ -181,14 +186,14 @@ def test_of_memories_with_equal_scores_the_later_one_goes_first() -> None:
         RetrievedMemory("second one", 0.5, id="b"),
     )
     parts = parts_of([user("now")], memories=memories)
-    capped = drop_memories(CappedContext(parts), parts.measure(COUNTER).total - 1, COUNTER)
+    capped = drop_memories(start(parts), parts.measure(COUNTER).total - 1, COUNTER)
     assert [memory.id for memory in capped.parts.memories] == ["a"]
 
 
 def test_the_last_memory_takes_its_label_with_it() -> None:
     parts = parts_of([user("now")], memories=(RetrievedMemory("only", 0.5, id="m"),))
     label = parts.measure(COUNTER).memories
-    capped = drop_memories(CappedContext(parts), parts.measure(COUNTER).total - 1, COUNTER)
+    capped = drop_memories(start(parts), parts.measure(COUNTER).total - 1, COUNTER)
     assert capped.parts.memories == ()
     assert capped.dropped[0].tokens == label
     assert capped.parts.measure(COUNTER).memories == 0
@@ -219,7 +224,7 @@ def test_the_summary_is_shortened_after_the_memories_keeping_an_llm_summary_head
 def test_a_raw_archive_keeps_its_tail() -> None:
     summary = SummaryContext(words(200, "r"), 30, "raw")
     parts = parts_of([user("now")], summary=summary)
-    capped = shorten_summary(CappedContext(parts), parts.measure(COUNTER).total - 100, COUNTER)
+    capped = shorten_summary(start(parts), parts.measure(COUNTER).total - 100, COUNTER)
     assert capped.parts.summary is not None
     assert capped.parts.summary.text.endswith("r198 r199")
     assert capped.parts.summary.text.startswith("[… ")
@@ -335,7 +340,7 @@ def test_each_step_is_a_no_op_when_the_context_fits() -> None:
     parts = parts_of(
         conversation(2), summary=SummaryContext("s", 1, "llm"), memories=(RetrievedMemory("m", 1),)
     )
-    capped = CappedContext(parts)
+    capped = start(parts)
     budget = parts.measure(COUNTER).total
     for step in (drop_window_units, drop_memories, shorten_summary, drop_recent_units):
         assert step(capped, budget, COUNTER) == capped

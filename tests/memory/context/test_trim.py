@@ -8,17 +8,11 @@ from typing import Any
 
 import pytest
 
+from memory.context.cut import cut_marker
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, count_tokens
-from memory.context.trim import (
-    cap_tool_results,
-    cut_marker,
-    cut_tool_result,
-    keep_recent_units,
-    trim_history,
-    unit_tokens,
-)
-from memory.context.units import split_units, validate_history
+from memory.context.trim import cap_tool_results, cut_tool_result, trim_history
+from memory.context.units import Unit, fit_newest, split_units, unit_tokens, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
 MODEL = "gpt-3.5-turbo"
@@ -406,23 +400,20 @@ def test_cap_tool_results_cuts_only_tool_messages_above_the_cap() -> None:
     assert cap_tool_results(unit, 10_000, counter) is unit
 
 
-def test_keep_recent_units_takes_a_contiguous_newest_run() -> None:
+def test_fit_newest_takes_a_contiguous_newest_run() -> None:
     counter = TiktokenCounter(MODEL)
     units = split_units(parse_messages([user("a"), assistant(words(100)), user("b"), user("c")]))
     costs = [unit_tokens(unit, counter) for unit in units]
-    assert keep_recent_units(units, sum(costs), counter) == 0
-    assert keep_recent_units(units, costs[2] + costs[3], counter) == 2
+
+    def cost(unit: Unit) -> int:
+        return unit_tokens(unit, counter)
+
+    assert fit_newest(reversed(units), sum(costs), cost) == units
+    assert fit_newest(reversed(units), costs[2] + costs[3], cost) == units[2:]
     # The small first unit would fit in what is left, but the run stops at the big one.
-    assert keep_recent_units(units, costs[0] + costs[2] + costs[3], counter) == 2
-    assert keep_recent_units(units, 0, counter) == len(units)
-    assert keep_recent_units([], 100, counter) == 0
-
-
-def test_keep_recent_units_can_cost_units_with_cut_results() -> None:
-    counter = TiktokenCounter(MODEL)
-    units = split_units(parse_messages([user("a"), asks("c"), result("c", words(1_000))]))
-    assert keep_recent_units(units, 200, counter) == 2
-    assert keep_recent_units(units, 200, counter, tool_result_max_tokens=100) == 0
+    assert fit_newest(reversed(units), costs[0] + costs[2] + costs[3], cost) == units[2:]
+    assert fit_newest(reversed(units), 0, cost) == []
+    assert fit_newest([], 100, cost) == []
 
 
 def test_a_cut_never_makes_a_small_tool_result_bigger() -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from memory.context.assembler import assemble
 from memory.context.messages import parse_messages
 from memory.context.tokens import REPLY_PRIMING_TOKENS, count_tokens, counter_for_model
-from memory.context.trim import cap_tool_results, trim_history, unit_tokens
-from memory.context.units import current_turn_start, split_units, validate_history
+from memory.context.trim import cap_tool_results, trim_history
+from memory.context.units import current_turn_start, split_units, unit_tokens, validate_history
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
 MODEL = "gpt-4o-mini"
 MARKER = "tokens cut by stratamem"
+SYSTEM_ROLES = ("system", "developer")
 PROPERTIES = settings(
     max_examples=200,
     deadline=None,
@@ -252,3 +255,26 @@ def test_invalid_histories_raise(messages: list[Dict], budget: int) -> None:
         assert error.problems
     else:
         raise AssertionError("an invalid history was trimmed")
+
+
+@PROPERTIES
+@given(history=histories(), data=st.data())
+def test_trim_history_and_the_assembler_keep_the_same_messages(
+    history: list[Dict], data: st.DataObject
+) -> None:
+    # The assembler sends the system message first: compare where it already stands first.
+    if first_system_index(history) not in (None, 0):
+        history = [message for message in history if message["role"] not in SYSTEM_ROLES]
+    counter = counter_for_model(MODEL)
+    budget = data.draw(st.integers(0, count_tokens(history, model=MODEL) + 10))
+    recent = data.draw(st.integers(0, 6))
+    try:
+        trimmed = trim_history(history, budget, model=MODEL)
+    except ContextOverflowError:
+        with pytest.raises(ContextOverflowError):
+            assemble(parse_messages(history), budget=budget, counter=counter)
+        return
+    assembled = assemble(
+        parse_messages(history), budget=budget, counter=counter, recent_messages=recent
+    )
+    assert assembled.messages == trimmed
