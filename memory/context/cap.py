@@ -8,7 +8,7 @@ most recent units go last. Each step returns a new ``CappedContext`` recording i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -183,45 +183,43 @@ _RECENT_REASON = "still over budget without the summary: the most recent units g
 
 def drop_window_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
     """Drop the oldest window units, one whole unit at a time, until the context fits."""
-    window, dropped, saved = _drop_oldest(
-        capped.parts.window, capped.total - budget, "window", _WINDOW_REASON, counter
-    )
-    return replace(
-        capped,
-        parts=replace(capped.parts, window=window),
-        dropped=capped.dropped + dropped,
-        total=capped.total - saved,
+    parts = capped.parts
+    return _drop_oldest(
+        capped, budget, counter, parts.window, lambda kept: replace(parts, window=kept), "window"
     )
 
 
 def drop_recent_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
     """Drop the protected recent units, oldest first, until the context fits."""
-    recent, dropped, saved = _drop_oldest(
-        capped.parts.recent, capped.total - budget, "recent", _RECENT_REASON, counter
-    )
-    return replace(
-        capped,
-        parts=replace(capped.parts, recent=recent),
-        dropped=capped.dropped + dropped,
-        total=capped.total - saved,
+    parts = capped.parts
+    return _drop_oldest(
+        capped, budget, counter, parts.recent, lambda kept: replace(parts, recent=kept), "recent"
     )
 
 
 def _drop_oldest(
-    units: tuple[Unit, ...],
-    over: int,
-    layer: Literal["window", "recent"],
-    reason: str,
+    capped: CappedContext,
+    budget: int,
     counter: TokenCounter,
-) -> tuple[tuple[Unit, ...], tuple[Dropped, ...], int]:
-    """Keep the newest ``units`` that leave ``over`` tokens saved; the drops and tokens saved."""
+    units: tuple[Unit, ...],
+    keep: Callable[[tuple[Unit, ...]], ContextParts],
+    layer: Literal["window", "recent"],
+) -> CappedContext:
+    """Keep the newest ``units`` that bring the context within ``budget`` (``keep`` sets them)."""
+    over = capped.total - budget
     if over <= 0:
-        return units, (), 0
+        return capped
     tokens = {unit.start: unit_tokens(unit, counter) for unit in units}
     kept = fit_newest(reversed(units), sum(tokens.values()) - over, lambda u: tokens[u.start])
     gone = units[: len(units) - len(kept)]
+    reason = _WINDOW_REASON if layer == "window" else _RECENT_REASON
     dropped = tuple(Dropped(layer, describe_unit(u), tokens[u.start], reason) for u in gone)
-    return tuple(kept), dropped, sum(tokens[unit.start] for unit in gone)
+    return replace(
+        capped,
+        parts=keep(tuple(kept)),
+        dropped=capped.dropped + dropped,
+        total=capped.total - sum(tokens[unit.start] for unit in gone),
+    )
 
 
 def drop_memories(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:

@@ -12,7 +12,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from memory.context.cut import cut_to_tokens
@@ -75,21 +75,15 @@ class SummaryResult:
 
 
 @dataclass(frozen=True, slots=True)
-class SummaryEvent:
-    """What happened during a summary, for a callback and the log.
+class SummaryEvent(LLMEvent):
+    """An ``LLMEvent`` of the summariser, with how many messages the summary folds.
 
     Every ``attempt`` is followed by exactly one of: ``success``; ``retry`` (the same model is
     tried again); ``degrade`` (the next step of the chain follows: the fallback model, or the raw
     archive when no model is left). ``model``, tokens, duration and ``error`` describe the attempt.
     """
 
-    kind: Literal["attempt", "success", "retry", "degrade"]
-    model: str | None
-    tokens_in: int
-    tokens_out: int
-    covered: int
-    duration_s: float
-    error: str | None = None
+    covered: int = 0
 
 
 class Summarizer:
@@ -142,17 +136,7 @@ class Summarizer:
 
         def on_event(event: LLMEvent) -> None:
             if self._on_event is not None:
-                self._on_event(
-                    SummaryEvent(
-                        event.kind,
-                        event.model,
-                        event.tokens_in,
-                        event.tokens_out,
-                        covered,
-                        event.duration_s,
-                        event.error,
-                    )
-                )
+                self._on_event(SummaryEvent(**asdict(event), covered=covered))
 
         chain = LLMChain(
             self.chat_model,
