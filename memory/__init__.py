@@ -1,7 +1,8 @@
 """stratamem's top layer: the context engine, the rolling summary and the ``Memory`` facade.
 
-The pure core (messages to assembler) does no I/O and works on plain lists of OpenAI-format
-message dicts, e.g. ``trim_history(messages, max_tokens=3_000)``.
+The pure core (``memory.context``) does no I/O and works on plain lists of OpenAI-format
+message dicts, e.g. ``trim_history(messages, max_tokens=3_000)``. Everything an application
+needs is exported here; the subpackages hold the parts.
 """
 
 from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext, assemble
@@ -17,10 +18,19 @@ from memory.errors import (
     ContextOverflowError,
     InvalidHistoryError,
     LLMError,
+    Problem,
     StratamemError,
 )
 from memory.facade import Memory
-from memory.llm import ChatModel, Completion, OpenAIChatModel, ScriptedChatModel
+from memory.llm import (
+    ChatModel,
+    Completion,
+    LLMChain,
+    LLMChainFailed,
+    LLMEvent,
+    OpenAIChatModel,
+    ScriptedChatModel,
+)
 from memory.settings import Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
@@ -35,12 +45,16 @@ __all__ = [
     "ContextReport",
     "Dropped",
     "InvalidHistoryError",
+    "LLMChain",
+    "LLMChainFailed",
     "LLMError",
+    "LLMEvent",
     "LayerTokens",
     "Memory",
     "Message",
     "ModelLimits",
     "OpenAIChatModel",
+    "Problem",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",

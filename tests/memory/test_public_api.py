@@ -1,5 +1,7 @@
 """The public surface of ``memory`` is explicit and pinned: changing it is a decision."""
 
+import types
+
 import memory
 
 EXPECTED = {
@@ -13,12 +15,16 @@ EXPECTED = {
     "ContextReport",
     "Dropped",
     "InvalidHistoryError",
+    "LLMChain",
+    "LLMChainFailed",
     "LLMError",
+    "LLMEvent",
     "LayerTokens",
     "Memory",
     "Message",
     "ModelLimits",
     "OpenAIChatModel",
+    "Problem",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",
@@ -47,6 +53,15 @@ EXPECTED = {
 
 def test_the_exported_names_are_pinned() -> None:
     assert set(memory.__all__) == EXPECTED
+
+
+def test_nothing_else_public_is_exported() -> None:
+    public = {
+        name
+        for name, value in vars(memory).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public == set(memory.__all__)
 
 
 def test_every_exported_name_exists() -> None:
