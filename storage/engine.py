@@ -11,17 +11,26 @@ from typing import Self
 import platformdirs
 from filelock import FileLock, Timeout
 from sqlalchemy import URL, Connection, Engine, create_engine, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.errors import DatabaseUnavailableError
+from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
 from storage.migrations import migrate
 
-__all__ = ["Database", "default_data_dir", "embedded_lock_path"]
+__all__ = ["Database", "default_data_dir", "embedded_lock_path", "storage_error"]
 
-# Errors that mean "the database is not there or not usable", as opposed to a bad query.
-_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeoutError)
+# SQLSTATE classes (first two characters) that mean "the database is not there or not usable
+# now": connection exceptions, insufficient resources (too many clients, disk full, out of
+# memory). Together with errors raised before any server answered (no SQLSTATE at all).
+_UNAVAILABLE_CLASSES = frozenset({"08", "53"})
+# Shutting down, crash shutdown, cannot connect now: an administrator or a crash, not the query.
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+# Data exceptions, integrity violations, program limits (an index row too large, too many
+# parameters): the input is the problem, and sending it again fails again.
+_INVALID_INPUT_CLASSES = frozenset({"22", "23", "54"})
+# Error messages are cut to this length: they go to logs and to users, never whole payloads.
+_MAX_MESSAGE_CHARS = 300
 
 # Long enough for another process to run initdb and start the server (about 1 s), short enough
 # that a genuinely stuck lock surfaces as an error instead of a hang.
@@ -96,12 +105,18 @@ class Database:
         else:
             target = _with_psycopg(make_url(url))
             where = f"database {target.render_as_string(hide_password=True)}"
-        engine = create_engine(target, pool_size=pool_size, pool_pre_ping=True)
+        # hide_parameters: the SQL of a failed statement stays in the error for diagnosis, but
+        # the values (message contents) never reach a log or a traceback.
+        engine = create_engine(
+            target, pool_size=pool_size, pool_pre_ping=True, hide_parameters=True
+        )
         try:
             migrate(engine)
-        except _UNAVAILABLE as error:
+        except (DBAPIError, PoolTimeoutError) as error:
             engine.dispose()
-            raise DatabaseUnavailableError(f"cannot use the {where}: {error}") from error
+            raise DatabaseUnavailableError(
+                _shorten(f"cannot use the {where}: {_describe(error)}")
+            ) from error
         return cls(engine, data_folder=data_folder)
 
     @property
@@ -127,13 +142,15 @@ class Database:
             The session; ORM rows loaded from it must not leave the storage package.
 
         Raises:
-            DatabaseUnavailableError: The database could not be reached or used.
+            DatabaseUnavailableError: The database could not be reached.
+            InvalidInputError: The database rejected the data as invalid.
+            StorageError: Any other database error.
         """
         try:
             with self._sessions.begin() as session:
                 yield session
-        except _UNAVAILABLE as error:
-            raise DatabaseUnavailableError(f"database error: {error}") from error
+        except (DBAPIError, PoolTimeoutError) as error:
+            raise storage_error(error) from error
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -143,13 +160,15 @@ class Database:
             The connection; each statement sees the data committed when it starts.
 
         Raises:
-            DatabaseUnavailableError: The database could not be reached or used.
+            DatabaseUnavailableError: The database could not be reached.
+            InvalidInputError: The database rejected the data as invalid.
+            StorageError: Any other database error.
         """
         try:
             with self._reader.connect() as connection:
                 yield connection
-        except _UNAVAILABLE as error:
-            raise DatabaseUnavailableError(f"database error: {error}") from error
+        except (DBAPIError, PoolTimeoutError) as error:
+            raise storage_error(error) from error
 
     def close(self) -> None:
         """Close every pooled connection; an embedded server keeps running for other users."""
@@ -165,6 +184,56 @@ class Database:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
+    """Translate a SQLAlchemy error into the storage error a caller can act on.
+
+    Only a lost or refused connection is ``DatabaseUnavailableError`` (a caller may retry it);
+    data the database rejects is ``InvalidInputError`` (retrying cannot help); anything else is
+    a plain ``StorageError``. The message is the database's one-line reason, never the
+    statement's parameters, and at most a few hundred characters.
+
+    Args:
+        error: What SQLAlchemy raised.
+
+    Returns:
+        The error to raise (``from error``).
+    """
+    reason = _describe(error)
+    unavailable = DatabaseUnavailableError(_shorten(f"database unavailable: {reason}"))
+    if isinstance(error, PoolTimeoutError | InterfaceError):
+        return unavailable
+    state = getattr(error.orig, "sqlstate", None) or ""
+    if not state:
+        # Raised by the driver before the server said anything: a connection that failed,
+        # or data the driver itself refuses to send.
+        if isinstance(error, DataError | IntegrityError):
+            return InvalidInputError(_shorten(f"the driver rejected the input: {reason}"))
+        if isinstance(error, OperationalError):
+            return unavailable
+        return StorageError(_shorten(f"database error: {reason}"))
+    if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
+        return unavailable
+    if state[:2] in _INVALID_INPUT_CLASSES:
+        return InvalidInputError(_shorten(f"the database rejected the input ({state}): {reason}"))
+    return StorageError(_shorten(f"database error ({state}): {reason}"))
+
+
+def _describe(error: DBAPIError | PoolTimeoutError) -> str:
+    """The first line of the driver's reason, without the SQL or parameters SQLAlchemy adds."""
+    original = getattr(error, "orig", None)
+    diagnostic = getattr(original, "diag", None)
+    primary = getattr(diagnostic, "message_primary", None)
+    text = primary or str(original if original is not None else error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _shorten(message: str) -> str:
+    """Cut a message to ``_MAX_MESSAGE_CHARS`` characters."""
+    if len(message) <= _MAX_MESSAGE_CHARS:
+        return message
+    return message[: _MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def embedded_lock_path(data_folder: Path) -> Path:

@@ -2,25 +2,28 @@
 
 The whole tree::
 
-    StorageError(Exception)          base of every error raised by storage itself
-    ├── SessionOwnershipError        the session id belongs to another user
-    ├── DatabaseUnavailableError     the database cannot be started or reached
-    │                                (wraps psycopg / SQLAlchemy operational errors)
-    └── MessageValidationError       a batch of messages was rejected before it was stored
+    StorageError(Exception)              base of every error raised by storage itself
+    ├── DatabaseUnavailableError         the database cannot be started or reached: a lost
+    │                                    connection, a server shutting down, too many clients
+    │                                    (worth retrying later)
+    └── InvalidInputError(ValueError)    the caller's input can never be stored as given: an id
+                                         that is empty or too long, a lone surrogate, a value
+                                         that is not JSON, a value the database rejects
+                                         (retrying the same call cannot succeed)
 
-``MessageValidationError`` is the exception a ``validate`` callback given to
-``MessageStore.append`` is expected to raise. Storage never wraps what the callback raises:
-whatever it is propagates unchanged, after the transaction has been rolled back, so a caller
-that validates with its own exception type keeps it.
+A database error that is neither (a bug in a query, a serialization failure) is raised as a
+plain ``StorageError``. No message of these errors carries stored content (the texts of
+messages and metadata) or grows beyond a few hundred characters; the original driver error is
+kept as ``__cause__`` (SQL without its parameters) for diagnosis.
 
-Programming errors (a client id repeated inside one batch, a summary boundary moving backwards)
-are ``ValueError``, not storage errors: retrying cannot fix them.
+Whatever a ``validate`` callback given to ``MessageStore.append`` raises propagates unchanged,
+after the transaction has been rolled back, so a caller that validates with its own exception
+type keeps it.
 """
 
 __all__ = [
     "DatabaseUnavailableError",
-    "MessageValidationError",
-    "SessionOwnershipError",
+    "InvalidInputError",
     "StorageError",
 ]
 
@@ -29,17 +32,9 @@ class StorageError(Exception):
     """Base class of the errors raised by the storage layer."""
 
 
-class SessionOwnershipError(StorageError):
-    """The session id is already owned by another user; sessions are never shared."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} belongs to another user")
-        self.session_id = session_id
-
-
 class DatabaseUnavailableError(StorageError):
-    """The database could not be started, reached or used."""
+    """The database could not be started, reached or used; retrying later may succeed."""
 
 
-class MessageValidationError(StorageError):
-    """A batch of messages was rejected by a ``validate`` callback; nothing was stored."""
+class InvalidInputError(StorageError, ValueError):
+    """The input can never be stored as given; nothing was stored."""
