@@ -1,7 +1,6 @@
 """The ``Database`` handle: an engine on a given URL or on an embedded Postgres in a data folder."""
 
 import subprocess
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,16 +8,17 @@ from types import TracebackType
 from typing import Self
 
 import platformdirs
-from filelock import FileLock, Timeout
+from filelock import Timeout
 from sqlalchemy import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
+from storage import embedded
 from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
 from storage.migrations import migrate
 
-__all__ = ["Database", "default_data_dir", "embedded_lock_path", "storage_error"]
+__all__ = ["Database", "default_data_dir", "embedded_lock_path", "stop_embedded", "storage_error"]
 
 # SQLSTATE classes (first two characters) that mean "the database is not there or not usable
 # now": connection exceptions, insufficient resources (too many clients, disk full, out of
@@ -61,6 +61,8 @@ class Database:
         """
         self._engine = engine
         self._data_folder = data_folder
+        # True while this handle counts as a user of the embedded server (see ``open``).
+        self._holds_server = False
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         # Reads on the hot path need no BEGIN/COMMIT round trips: each statement is its own
         # snapshot, which is all they need (stored messages never change).
@@ -72,16 +74,13 @@ class Database:
     ) -> "Database":
         """Connect to a database (starting the embedded one when no URL is given) and migrate it.
 
-        With ``url`` None, an embedded Postgres with pgvector is started in ``data_dir / "pg"``,
-        or reused when a process already runs it. The server is started with pgserver's
-        ``cleanup_mode="stop"``: every process that opens the folder is recorded in the
-        folder's handle list and the server is stopped only when the last recorded process
-        exits. So it keeps running for every other process sharing the folder, and the process
-        that started it never stops it under a live one. A process killed with SIGKILL stays in
-        the list, which leaves the server running (it is reused by the next open), never
-        stopped early. (``cleanup_mode=None`` would never stop it at all; ``"delete"`` would
-        remove the data.) Closing a ``Database`` disposes its engine only; the server is
-        released when the process exits.
+        With ``url`` None, an embedded Postgres with pgvector runs in ``data_dir / "pg"``,
+        reachable only by the account that owns the folder (see ``storage.embedded`` and the
+        README). It is started when no server runs there (never started, stopped, crashed),
+        and joined when one does. Every process with an open handle is recorded next to the
+        folder; closing the last handle of the last process stops the server, and records of
+        processes that died without closing are ignored. A handle opened by URL on the
+        embedded server's socket does not count.
 
         Args:
             url: A SQLAlchemy URL (``postgresql+psycopg://...``; a bare ``postgresql://`` is
@@ -114,10 +113,14 @@ class Database:
             migrate(engine)
         except (DBAPIError, PoolTimeoutError) as error:
             engine.dispose()
+            if data_folder is not None:
+                _release_embedded(data_folder)
             raise DatabaseUnavailableError(
                 _shorten(f"cannot use the {where}: {_describe(error)}")
             ) from error
-        return cls(engine, data_folder=data_folder)
+        database = cls(engine, data_folder=data_folder)
+        database._holds_server = data_folder is not None
+        return database
 
     @property
     def engine(self) -> Engine:
@@ -171,8 +174,18 @@ class Database:
             raise storage_error(error) from error
 
     def close(self) -> None:
-        """Close every pooled connection; an embedded server keeps running for other users."""
+        """Close every pooled connection and give back this handle on the embedded server.
+
+        The embedded server stops when this was the last handle of the last process using it.
+        Closing twice is harmless.
+
+        Raises:
+            DatabaseUnavailableError: The embedded server could not be stopped.
+        """
         self._engine.dispose()
+        if self._holds_server and self._data_folder is not None:
+            self._holds_server = False
+            _release_embedded(self._data_folder)
 
     def __enter__(self) -> Self:
         return self
@@ -245,36 +258,55 @@ def embedded_lock_path(data_folder: Path) -> Path:
     Returns:
         A file next to the folder (inside it would race with its creation).
     """
-    return data_folder.with_name(data_folder.name + ".lock")
+    return embedded.lock_path(data_folder)
+
+
+def stop_embedded(data_folder: Path) -> None:
+    """Stop the embedded server in ``data_folder`` now, whoever uses it (tests, operators).
+
+    Args:
+        data_folder: The embedded server's data folder (``Database.data_folder``).
+
+    Raises:
+        DatabaseUnavailableError: The server could not be stopped.
+    """
+    try:
+        embedded.stop(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
+    except (Timeout, OSError, RuntimeError) as error:
+        raise DatabaseUnavailableError(
+            _shorten(f"cannot stop the embedded database in {data_folder}: {error}")
+        ) from error
 
 
 def _start_embedded(data_folder: Path) -> URL:
     """Start (or join) the embedded server in ``data_folder`` and return its psycopg URL."""
-    # Imported here: pgserver is only needed without a URL, and importing it is slow. Its
-    # platformdirs warning about XDG_RUNTIME_DIR is harmless (the socket lives in the folder).
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        from pgserver.postgres_server import get_server
-
-    lock_path = embedded_lock_path(data_folder)
     try:
-        data_folder.parent.mkdir(parents=True, exist_ok=True)
-        # pgserver races when two processes initialise the same new folder (FileExistsError).
-        # filelock uses flock(2), which the kernel drops when the holder dies, so a lock file
-        # left behind by a killed process never blocks the next open.
-        with FileLock(lock_path, timeout=_LOCK_TIMEOUT_SECONDS):
-            server = get_server(str(data_folder), cleanup_mode="stop")
-            uri = str(server.get_uri())
+        socket_dir = embedded.acquire(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
     except Timeout as error:
         raise DatabaseUnavailableError(
-            f"timed out waiting for {lock_path} to start the embedded database in {data_folder}"
+            f"timed out waiting for {embedded.lock_path(data_folder)} to start the embedded "
+            f"database in {data_folder}"
         ) from error
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
         raise DatabaseUnavailableError(
-            f"cannot start the embedded database in {data_folder}: {error}"
+            _shorten(f"cannot start the embedded database in {data_folder}: {error}")
         ) from error
-    # pgserver hands out a Unix-socket URI (postgresql://postgres:@/postgres?host=<folder>).
-    return _with_psycopg(make_url(uri))
+    return URL.create(
+        "postgresql+psycopg",
+        username="postgres",
+        database="postgres",
+        query={"host": str(socket_dir)},
+    )
+
+
+def _release_embedded(data_folder: Path) -> None:
+    """Give back a handle taken by ``_start_embedded`` (the last one stops the server)."""
+    try:
+        embedded.release(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
+    except (Timeout, OSError, RuntimeError) as error:
+        raise DatabaseUnavailableError(
+            _shorten(f"cannot release the embedded database in {data_folder}: {error}")
+        ) from error
 
 
 def _with_psycopg(url: URL) -> URL:
