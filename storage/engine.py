@@ -10,27 +10,15 @@ from typing import Self
 import platformdirs
 from filelock import Timeout
 from sqlalchemy import URL, Connection, Engine, create_engine, make_url
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage import embedded
-from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
+from storage.errors import DatabaseUnavailableError, describe, shorten, storage_error
 from storage.migrations import migrate
 
-__all__ = ["Database", "default_data_dir", "embedded_lock_path", "stop_embedded", "storage_error"]
-
-# SQLSTATE classes (first two characters) that mean "the database is not there or not usable
-# now": connection exceptions, insufficient resources (too many clients, disk full, out of
-# memory). Together with errors raised before any server answered (no SQLSTATE at all).
-_UNAVAILABLE_CLASSES = frozenset({"08", "53"})
-# Shutting down, crash shutdown, cannot connect now: an administrator or a crash, not the query.
-_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
-# Data exceptions, integrity violations, program limits (an index row too large, too many
-# parameters): the input is the problem, and sending it again fails again.
-_INVALID_INPUT_CLASSES = frozenset({"22", "23", "54"})
-# Error messages are cut to this length: they go to logs and to users, never whole payloads.
-_MAX_MESSAGE_CHARS = 300
+__all__ = ["Database", "default_data_dir", "embedded_lock_path", "stop_embedded"]
 
 # Long enough for another process to run initdb and start the server (about 1 s), short enough
 # that a genuinely stuck lock surfaces as an error instead of a hang.
@@ -116,7 +104,7 @@ class Database:
             if data_folder is not None:
                 _release_embedded(data_folder)
             raise DatabaseUnavailableError(
-                _shorten(f"cannot use the {where}: {_describe(error)}")
+                shorten(f"cannot use the {where}: {describe(error)}")
             ) from error
         database = cls(engine, data_folder=data_folder)
         database._holds_server = data_folder is not None
@@ -199,56 +187,6 @@ class Database:
         self.close()
 
 
-def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
-    """Translate a SQLAlchemy error into the storage error a caller can act on.
-
-    Only a lost or refused connection is ``DatabaseUnavailableError`` (a caller may retry it);
-    data the database rejects is ``InvalidInputError`` (retrying cannot help); anything else is
-    a plain ``StorageError``. The message is the database's one-line reason, never the
-    statement's parameters, and at most a few hundred characters.
-
-    Args:
-        error: What SQLAlchemy raised.
-
-    Returns:
-        The error to raise (``from error``).
-    """
-    reason = _describe(error)
-    unavailable = DatabaseUnavailableError(_shorten(f"database unavailable: {reason}"))
-    if isinstance(error, PoolTimeoutError | InterfaceError):
-        return unavailable
-    state = getattr(error.orig, "sqlstate", None) or ""
-    if not state:
-        # Raised by the driver before the server said anything: a connection that failed,
-        # or data the driver itself refuses to send.
-        if isinstance(error, DataError | IntegrityError):
-            return InvalidInputError(_shorten(f"the driver rejected the input: {reason}"))
-        if isinstance(error, OperationalError):
-            return unavailable
-        return StorageError(_shorten(f"database error: {reason}"))
-    if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
-        return unavailable
-    if state[:2] in _INVALID_INPUT_CLASSES:
-        return InvalidInputError(_shorten(f"the database rejected the input ({state}): {reason}"))
-    return StorageError(_shorten(f"database error ({state}): {reason}"))
-
-
-def _describe(error: DBAPIError | PoolTimeoutError) -> str:
-    """The first line of the driver's reason, without the SQL or parameters SQLAlchemy adds."""
-    original = getattr(error, "orig", None)
-    diagnostic = getattr(original, "diag", None)
-    primary = getattr(diagnostic, "message_primary", None)
-    text = primary or str(original if original is not None else error)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
-
-
-def _shorten(message: str) -> str:
-    """Cut a message to ``_MAX_MESSAGE_CHARS`` characters."""
-    if len(message) <= _MAX_MESSAGE_CHARS:
-        return message
-    return message[: _MAX_MESSAGE_CHARS - 1] + "…"
-
-
 def embedded_lock_path(data_folder: Path) -> Path:
     """Return the lock file that serialises starting the server in ``data_folder``.
 
@@ -274,7 +212,7 @@ def stop_embedded(data_folder: Path) -> None:
         embedded.stop(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
     except (Timeout, OSError, RuntimeError) as error:
         raise DatabaseUnavailableError(
-            _shorten(f"cannot stop the embedded database in {data_folder}: {error}")
+            shorten(f"cannot stop the embedded database in {data_folder}: {error}")
         ) from error
 
 
@@ -289,7 +227,7 @@ def _start_embedded(data_folder: Path) -> URL:
         ) from error
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
         raise DatabaseUnavailableError(
-            _shorten(f"cannot start the embedded database in {data_folder}: {error}")
+            shorten(f"cannot start the embedded database in {data_folder}: {error}")
         ) from error
     return URL.create(
         "postgresql+psycopg",
@@ -305,7 +243,7 @@ def _release_embedded(data_folder: Path) -> None:
         embedded.release(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
     except (Timeout, OSError, RuntimeError) as error:
         raise DatabaseUnavailableError(
-            _shorten(f"cannot release the embedded database in {data_folder}: {error}")
+            shorten(f"cannot release the embedded database in {data_folder}: {error}")
         ) from error
 
 
