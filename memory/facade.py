@@ -121,7 +121,6 @@ class Memory:
         Raises:
             InvalidHistoryError: the input is malformed, or tool calls still wait for results.
             ContextOverflowError: the system message and current turn cannot fit the budget.
-            storage.SessionOwnershipError: the session belongs to another user.
         """
         if input is not None:
             self._store_input(user_id, session_id, input, system)
@@ -204,7 +203,6 @@ class Memory:
         Raises:
             InvalidHistoryError: a message is malformed or breaks the session's structure.
             ContextOverflowError: a non-tool message alone is larger than the history budget.
-            storage.SessionOwnershipError: the session belongs to another user.
         """
         batch = [self._new_message(index, data) for index, data in enumerate(messages)]
         if not batch:

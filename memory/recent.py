@@ -59,9 +59,6 @@ class RecentMessages:
         The window reaches back at least to the last user message (the current turn is whole)
         and starts at a unit start (never on a tool result). The cost follows the number of
         new messages, not the length of the session.
-
-        Raises:
-            storage.SessionOwnershipError: the session belongs to another user.
         """
         key = (user_id, session_id)
         with self._lock:

@@ -61,9 +61,9 @@ class Worker:
             # data problem; the job goes back to the queue and the messages are untouched.
             logger.exception("job %s for session %s failed", job.id, job.session_id)
             self.failures += 1
-            self._jobs.fail(job.id, repr(error), retry_in_seconds=self._retry_seconds)
+            self._jobs.fail(job, repr(error))
         else:
-            self._jobs.complete(job.id)
+            self._jobs.complete(job)
         return True
 
     def run(self, stop: threading.Event, *, until_idle: bool = False) -> None:

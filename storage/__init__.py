@@ -1,12 +1,8 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
 from storage.engine import Database, default_data_dir
-from storage.errors import (
-    DatabaseUnavailableError,
-    MessageValidationError,
-    SessionOwnershipError,
-    StorageError,
-)
+from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
+from storage.inputs import MAX_ID_LENGTH
 from storage.jobs import JobQueue
 from storage.migrations import EMBEDDING_DIM, MIGRATIONS, Migration, migrate
 from storage.records import Job, NewMessage, StoredMessage, SummaryKind, SummaryRecord
@@ -15,16 +11,16 @@ from storage.summaries import SummaryStore
 
 __all__ = [
     "EMBEDDING_DIM",
+    "MAX_ID_LENGTH",
     "MIGRATIONS",
     "Database",
     "DatabaseUnavailableError",
+    "InvalidInputError",
     "Job",
     "JobQueue",
     "MessageStore",
-    "MessageValidationError",
     "Migration",
     "NewMessage",
-    "SessionOwnershipError",
     "StorageError",
     "StoredMessage",
     "SummaryKind",

@@ -1,7 +1,6 @@
 """The ``Database`` handle: an engine on a given URL or on an embedded Postgres in a data folder."""
 
 import subprocess
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,19 +8,17 @@ from types import TracebackType
 from typing import Self
 
 import platformdirs
-from filelock import FileLock, Timeout
+from filelock import Timeout
 from sqlalchemy import URL, Connection, Engine, create_engine, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.errors import DatabaseUnavailableError
+from storage import embedded
+from storage.errors import DatabaseUnavailableError, describe, shorten, storage_error
 from storage.migrations import migrate
 
-__all__ = ["Database", "default_data_dir", "embedded_lock_path"]
-
-# Errors that mean "the database is not there or not usable", as opposed to a bad query.
-_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeoutError)
+__all__ = ["Database", "default_data_dir", "embedded_lock_path", "stop_embedded"]
 
 # Long enough for another process to run initdb and start the server (about 1 s), short enough
 # that a genuinely stuck lock surfaces as an error instead of a hang.
@@ -52,6 +49,8 @@ class Database:
         """
         self._engine = engine
         self._data_folder = data_folder
+        # True while this handle counts as a user of the embedded server (see ``open``).
+        self._holds_server = False
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         # Reads on the hot path need no BEGIN/COMMIT round trips: each statement is its own
         # snapshot, which is all they need (stored messages never change).
@@ -63,16 +62,13 @@ class Database:
     ) -> "Database":
         """Connect to a database (starting the embedded one when no URL is given) and migrate it.
 
-        With ``url`` None, an embedded Postgres with pgvector is started in ``data_dir / "pg"``,
-        or reused when a process already runs it. The server is started with pgserver's
-        ``cleanup_mode="stop"``: every process that opens the folder is recorded in the
-        folder's handle list and the server is stopped only when the last recorded process
-        exits. So it keeps running for every other process sharing the folder, and the process
-        that started it never stops it under a live one. A process killed with SIGKILL stays in
-        the list, which leaves the server running (it is reused by the next open), never
-        stopped early. (``cleanup_mode=None`` would never stop it at all; ``"delete"`` would
-        remove the data.) Closing a ``Database`` disposes its engine only; the server is
-        released when the process exits.
+        With ``url`` None, an embedded Postgres with pgvector runs in ``data_dir / "pg"``,
+        reachable only by the account that owns the folder (see ``storage.embedded`` and the
+        README). It is started when no server runs there (never started, stopped, crashed),
+        and joined when one does. Every process with an open handle is recorded next to the
+        folder; closing the last handle of the last process stops the server, and records of
+        processes that died without closing are ignored. A handle opened by URL on the
+        embedded server's socket does not count.
 
         Args:
             url: A SQLAlchemy URL (``postgresql+psycopg://...``; a bare ``postgresql://`` is
@@ -96,13 +92,23 @@ class Database:
         else:
             target = _with_psycopg(make_url(url))
             where = f"database {target.render_as_string(hide_password=True)}"
-        engine = create_engine(target, pool_size=pool_size, pool_pre_ping=True)
+        # hide_parameters: the SQL of a failed statement stays in the error for diagnosis, but
+        # the values (message contents) never reach a log or a traceback.
+        engine = create_engine(
+            target, pool_size=pool_size, pool_pre_ping=True, hide_parameters=True
+        )
         try:
             migrate(engine)
-        except _UNAVAILABLE as error:
+        except (DBAPIError, PoolTimeoutError) as error:
             engine.dispose()
-            raise DatabaseUnavailableError(f"cannot use the {where}: {error}") from error
-        return cls(engine, data_folder=data_folder)
+            if data_folder is not None:
+                _release_embedded(data_folder)
+            raise DatabaseUnavailableError(
+                shorten(f"cannot use the {where}: {describe(error)}")
+            ) from error
+        database = cls(engine, data_folder=data_folder)
+        database._holds_server = data_folder is not None
+        return database
 
     @property
     def engine(self) -> Engine:
@@ -127,13 +133,15 @@ class Database:
             The session; ORM rows loaded from it must not leave the storage package.
 
         Raises:
-            DatabaseUnavailableError: The database could not be reached or used.
+            DatabaseUnavailableError: The database could not be reached.
+            InvalidInputError: The database rejected the data as invalid.
+            StorageError: Any other database error.
         """
         try:
             with self._sessions.begin() as session:
                 yield session
-        except _UNAVAILABLE as error:
-            raise DatabaseUnavailableError(f"database error: {error}") from error
+        except (DBAPIError, PoolTimeoutError) as error:
+            raise storage_error(error) from error
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -143,17 +151,29 @@ class Database:
             The connection; each statement sees the data committed when it starts.
 
         Raises:
-            DatabaseUnavailableError: The database could not be reached or used.
+            DatabaseUnavailableError: The database could not be reached.
+            InvalidInputError: The database rejected the data as invalid.
+            StorageError: Any other database error.
         """
         try:
             with self._reader.connect() as connection:
                 yield connection
-        except _UNAVAILABLE as error:
-            raise DatabaseUnavailableError(f"database error: {error}") from error
+        except (DBAPIError, PoolTimeoutError) as error:
+            raise storage_error(error) from error
 
     def close(self) -> None:
-        """Close every pooled connection; an embedded server keeps running for other users."""
+        """Close every pooled connection and give back this handle on the embedded server.
+
+        The embedded server stops when this was the last handle of the last process using it.
+        Closing twice is harmless.
+
+        Raises:
+            DatabaseUnavailableError: The embedded server could not be stopped.
+        """
         self._engine.dispose()
+        if self._holds_server and self._data_folder is not None:
+            self._holds_server = False
+            _release_embedded(self._data_folder)
 
     def __enter__(self) -> Self:
         return self
@@ -176,36 +196,55 @@ def embedded_lock_path(data_folder: Path) -> Path:
     Returns:
         A file next to the folder (inside it would race with its creation).
     """
-    return data_folder.with_name(data_folder.name + ".lock")
+    return embedded.lock_path(data_folder)
+
+
+def stop_embedded(data_folder: Path) -> None:
+    """Stop the embedded server in ``data_folder`` now, whoever uses it (tests, operators).
+
+    Args:
+        data_folder: The embedded server's data folder (``Database.data_folder``).
+
+    Raises:
+        DatabaseUnavailableError: The server could not be stopped.
+    """
+    try:
+        embedded.stop(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
+    except (Timeout, OSError, RuntimeError) as error:
+        raise DatabaseUnavailableError(
+            shorten(f"cannot stop the embedded database in {data_folder}: {error}")
+        ) from error
 
 
 def _start_embedded(data_folder: Path) -> URL:
     """Start (or join) the embedded server in ``data_folder`` and return its psycopg URL."""
-    # Imported here: pgserver is only needed without a URL, and importing it is slow. Its
-    # platformdirs warning about XDG_RUNTIME_DIR is harmless (the socket lives in the folder).
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        from pgserver.postgres_server import get_server
-
-    lock_path = embedded_lock_path(data_folder)
     try:
-        data_folder.parent.mkdir(parents=True, exist_ok=True)
-        # pgserver races when two processes initialise the same new folder (FileExistsError).
-        # filelock uses flock(2), which the kernel drops when the holder dies, so a lock file
-        # left behind by a killed process never blocks the next open.
-        with FileLock(lock_path, timeout=_LOCK_TIMEOUT_SECONDS):
-            server = get_server(str(data_folder), cleanup_mode="stop")
-            uri = str(server.get_uri())
+        socket_dir = embedded.acquire(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
     except Timeout as error:
         raise DatabaseUnavailableError(
-            f"timed out waiting for {lock_path} to start the embedded database in {data_folder}"
+            f"timed out waiting for {embedded.lock_path(data_folder)} to start the embedded "
+            f"database in {data_folder}"
         ) from error
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
         raise DatabaseUnavailableError(
-            f"cannot start the embedded database in {data_folder}: {error}"
+            shorten(f"cannot start the embedded database in {data_folder}: {error}")
         ) from error
-    # pgserver hands out a Unix-socket URI (postgresql://postgres:@/postgres?host=<folder>).
-    return _with_psycopg(make_url(uri))
+    return URL.create(
+        "postgresql+psycopg",
+        username="postgres",
+        database="postgres",
+        query={"host": str(socket_dir)},
+    )
+
+
+def _release_embedded(data_folder: Path) -> None:
+    """Give back a handle taken by ``_start_embedded`` (the last one stops the server)."""
+    try:
+        embedded.release(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
+    except (Timeout, OSError, RuntimeError) as error:
+        raise DatabaseUnavailableError(
+            shorten(f"cannot release the embedded database in {data_folder}: {error}")
+        ) from error
 
 
 def _with_psycopg(url: URL) -> URL:

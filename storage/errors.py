@@ -1,45 +1,109 @@
-"""The exceptions the storage layer raises.
+"""The exceptions the storage layer raises, and how driver errors are translated into them.
 
 The whole tree::
 
-    StorageError(Exception)          base of every error raised by storage itself
-    ├── SessionOwnershipError        the session id belongs to another user
-    ├── DatabaseUnavailableError     the database cannot be started or reached
-    │                                (wraps psycopg / SQLAlchemy operational errors)
-    └── MessageValidationError       a batch of messages was rejected before it was stored
+    StorageError(Exception)              base of every error raised by storage itself
+    ├── DatabaseUnavailableError         the database cannot be started or reached: a lost
+    │                                    connection, a server shutting down, too many clients
+    │                                    (worth retrying later)
+    └── InvalidInputError(ValueError)    the caller's input can never be stored as given: an id
+                                         that is empty or too long, a lone surrogate, a value
+                                         that is not JSON, a value the database rejects
+                                         (retrying the same call cannot succeed)
 
-``MessageValidationError`` is the exception a ``validate`` callback given to
-``MessageStore.append`` is expected to raise. Storage never wraps what the callback raises:
-whatever it is propagates unchanged, after the transaction has been rolled back, so a caller
-that validates with its own exception type keeps it.
+A database error that is neither (a bug in a query, a serialization failure) is raised as a
+plain ``StorageError``. No message of these errors carries stored content (the texts of
+messages and metadata) or grows beyond a few hundred characters; the original driver error is
+kept as ``__cause__`` (SQL without its parameters) for diagnosis.
 
-Programming errors (a client id repeated inside one batch, a summary boundary moving backwards)
-are ``ValueError``, not storage errors: retrying cannot fix them.
+Whatever a ``validate`` callback given to ``MessageStore.append`` raises propagates unchanged,
+after the transaction has been rolled back, so a caller that validates with its own exception
+type keeps it.
 """
 
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "DatabaseUnavailableError",
-    "MessageValidationError",
-    "SessionOwnershipError",
+    "InvalidInputError",
     "StorageError",
+    "describe",
+    "shorten",
+    "storage_error",
 ]
+
+# SQLSTATE classes (first two characters) that mean "the database is not there or not usable
+# now": connection exceptions, insufficient resources (too many clients, disk full, out of
+# memory). Together with errors raised before any server answered (no SQLSTATE at all).
+_UNAVAILABLE_CLASSES = frozenset({"08", "53"})
+# Shutting down, crash shutdown, cannot connect now: an administrator or a crash, not the query.
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+# Data exceptions, integrity violations, program limits (an index row too large, too many
+# parameters): the input is the problem, and sending it again fails again.
+_INVALID_INPUT_CLASSES = frozenset({"22", "23", "54"})
+#: Error messages are cut to this length: they go to logs and to users, never whole payloads.
+MAX_MESSAGE_CHARS = 300
 
 
 class StorageError(Exception):
     """Base class of the errors raised by the storage layer."""
 
 
-class SessionOwnershipError(StorageError):
-    """The session id is already owned by another user; sessions are never shared."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} belongs to another user")
-        self.session_id = session_id
-
-
 class DatabaseUnavailableError(StorageError):
-    """The database could not be started, reached or used."""
+    """The database could not be started, reached or used; retrying later may succeed."""
 
 
-class MessageValidationError(StorageError):
-    """A batch of messages was rejected by a ``validate`` callback; nothing was stored."""
+class InvalidInputError(StorageError, ValueError):
+    """The input can never be stored as given; nothing was stored."""
+
+
+def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
+    """Translate a SQLAlchemy error into the storage error a caller can act on.
+
+    Only a lost or refused connection is ``DatabaseUnavailableError`` (a caller may retry it);
+    data the database rejects is ``InvalidInputError`` (retrying cannot help); anything else is
+    a plain ``StorageError``. The message is the database's one-line reason, never the
+    statement's parameters, and at most a few hundred characters.
+
+    Args:
+        error: What SQLAlchemy raised.
+
+    Returns:
+        The error to raise (``from error``).
+    """
+    reason = describe(error)
+    unavailable = DatabaseUnavailableError(shorten(f"database unavailable: {reason}"))
+    if isinstance(error, PoolTimeoutError | InterfaceError):
+        return unavailable
+    state = getattr(error.orig, "sqlstate", None) or ""
+    if not state:
+        # Raised by the driver before the server said anything: a connection that failed,
+        # or data the driver itself refuses to send.
+        if isinstance(error, DataError | IntegrityError):
+            return InvalidInputError(shorten(f"the driver rejected the input: {reason}"))
+        if isinstance(error, OperationalError):
+            return unavailable
+        return StorageError(shorten(f"database error: {reason}"))
+    if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
+        return unavailable
+    if state[:2] in _INVALID_INPUT_CLASSES:
+        return InvalidInputError(shorten(f"the database rejected the input ({state}): {reason}"))
+    return StorageError(shorten(f"database error ({state}): {reason}"))
+
+
+def describe(error: DBAPIError | PoolTimeoutError) -> str:
+    """Return the first line of the driver's reason, without the SQL and parameters."""
+    original = getattr(error, "orig", None)
+    diagnostic = getattr(original, "diag", None)
+    primary = getattr(diagnostic, "message_primary", None)
+    text = primary or str(original if original is not None else error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def shorten(message: str) -> str:
+    """Return ``message``, cut to ``MAX_MESSAGE_CHARS`` characters."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return message[: MAX_MESSAGE_CHARS - 1] + "…"

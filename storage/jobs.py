@@ -1,13 +1,15 @@
-"""``JobQueue``: debounced background jobs, claimed with leases by any number of workers."""
+"""``JobQueue``: debounced background jobs, claimed with fenced leases by any number of workers."""
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    Connection,
     and_,
     case,
+    delete,
     func,
     literal_column,
     or_,
@@ -19,27 +21,71 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 
 from storage.engine import Database
+from storage.errors import InvalidInputError, StorageError
+from storage.inputs import check_id
 from storage.models import JobRow
 from storage.records import Job
 
 __all__ = ["JobQueue"]
 
+#: Longest ``last_error`` kept, in characters: enough for a traceback's last line, bounded.
+MAX_ERROR_CHARS = 2_000
+
 
 class JobQueue:
     """Jobs on sessions, such as "fold what left the window into the summary".
 
-    A job is ``pending`` until a worker claims it (``running``, with a lease), then ``done`` or
-    ``failed``, or ``pending`` again to be retried. All times come from the database clock, so
-    workers on machines with skewed clocks agree.
+    A job is ``pending`` until a worker claims it (``running``, with a lease), then ``done``,
+    ``pending`` again to be retried after a backoff, or ``failed`` for good once it has been
+    tried ``max_attempts`` times (its last error is kept). All times come from the database
+    clock, so workers on machines with skewed clocks agree.
+
+    Every update of a claimed job (``renew``, ``complete``, ``fail``) is fenced by its claim:
+    it applies only while the job is still running under the same claim (``claimed_by`` and the
+    claim number ``attempts``). A worker whose lease ran out and whose job was claimed by
+    another worker gets False and changes nothing.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        retry_base_seconds: float = 30.0,
+        retry_max_seconds: float = 3_600.0,
+        max_attempts: int = 6,
+    ) -> None:
         """Create a queue on an open database.
 
         Args:
             database: The database to use.
+            retry_base_seconds: Delay before the first retry; each further retry waits twice
+                as long as the one before (30 s, 60 s, 120 s, ... by default).
+            retry_max_seconds: The longest delay between two attempts (an hour by default).
+            max_attempts: How many times a job is tried before it is marked ``failed``
+                (6 by default: the last retry comes about 15 minutes after the first failure).
+
+        Raises:
+            InvalidInputError: A delay is negative or ``max_attempts`` is below 1.
         """
+        if retry_base_seconds < 0 or retry_max_seconds < 0 or max_attempts < 1:
+            raise InvalidInputError("retry delays must be >= 0 and max_attempts >= 1")
         self._database = database
+        self._retry_base_seconds = retry_base_seconds
+        self._retry_max_seconds = retry_max_seconds
+        self.max_attempts = max_attempts
+
+    def retry_delay(self, attempts: int) -> timedelta:
+        """Return how long a job that failed on its ``attempts``-th try waits before the next.
+
+        Args:
+            attempts: The number of the failed attempt (1 for the first).
+
+        Returns:
+            ``retry_base_seconds * 2 ** (attempts - 1)``, at most ``retry_max_seconds``.
+        """
+        # The exponent is capped so a huge attempt count cannot overflow the float.
+        doubling = 2.0 ** min(max(attempts - 1, 0), 64)
+        return timedelta(seconds=min(self._retry_base_seconds * doubling, self._retry_max_seconds))
 
     def enqueue(
         self, kind: str, user_id: str, session_id: str, *, delay_seconds: float = 0.0
@@ -54,22 +100,32 @@ class JobQueue:
 
         Returns:
             True when a job was created; False when a pending job of this kind already existed
-            for the session (it then keeps the earlier of its time and ``delay_seconds`` from
-            now, so requests arriving faster than the delay cannot postpone it forever).
+            for the session. A pending job that was never tried keeps the earlier of its time
+            and ``delay_seconds`` from now, so requests arriving faster than the delay cannot
+            postpone it forever. A pending job that is waiting for a retry keeps its time:
+            new messages never bring a failing job forward.
+
+        Raises:
+            InvalidInputError: An id or the kind is not usable.
         """
+        check_id("kind", kind)
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
         run_after = func.now() + timedelta(seconds=delay_seconds)
         with self._database.transaction() as session:
             created = session.scalar(
                 insert(JobRow)
                 .values(kind=kind, user_id=user_id, session_id=session_id, run_after=run_after)
                 .on_conflict_do_update(
-                    index_elements=[JobRow.kind, JobRow.session_id],
+                    index_elements=[JobRow.user_id, JobRow.session_id, JobRow.kind],
                     # A literal, not a bound parameter: Postgres matches the partial index's
                     # predicate by its text, and a prepared statement would hide the value.
                     index_where=text("status = 'pending'"),
-                    # Keep the earlier time: a busy session must not push its job back forever.
                     set_={
-                        "run_after": func.least(JobRow.run_after, run_after),
+                        "run_after": case(
+                            (JobRow.attempts > 0, JobRow.run_after),
+                            else_=func.least(JobRow.run_after, run_after),
+                        ),
                         "updated_at": func.now(),
                     },
                 )
@@ -86,16 +142,21 @@ class JobQueue:
 
         ``FOR UPDATE SKIP LOCKED`` lets concurrent workers each take a different job without
         waiting for each other. A job whose worker died (even by SIGKILL) becomes claimable
-        again when its lease runs out.
+        again when its lease runs out; the new claim counts as a new attempt.
 
         Args:
-            worker_id: Who claims the job, recorded for diagnosis.
+            worker_id: Who claims the job; part of the claim that fences later updates.
             kinds: Only claim jobs of these kinds; any kind when None.
-            lease_seconds: How long the job is ours before another worker may take it over.
+            lease_seconds: How long the job is ours before another worker may take it over;
+                extend it with ``renew`` while working.
 
         Returns:
             The claimed job, or None when no job is due.
+
+        Raises:
+            InvalidInputError: ``worker_id`` is not a usable id.
         """
+        check_id("worker_id", worker_id)
         due: ColumnElement[bool] = or_(
             and_(JobRow.status == "pending", JobRow.run_after <= func.now()),
             and_(JobRow.status == "running", JobRow.lease_until <= func.now()),
@@ -103,17 +164,17 @@ class JobQueue:
         if kinds is not None:
             due = and_(due, JobRow.kind.in_(list(kinds)))
         next_job = (
-            select(JobRow.id)
+            select(JobRow.user_id, JobRow.id)
             .where(due)
             .order_by(JobRow.run_after, JobRow.id)
             .limit(1)
             .with_for_update(skip_locked=True)
-            .scalar_subquery()
+            .subquery()
         )
         with self._database.transaction() as session:
             row = session.execute(
                 update(JobRow)
-                .where(JobRow.id == next_job)
+                .where(JobRow.user_id == next_job.c.user_id, JobRow.id == next_job.c.id)
                 .values(
                     status="running",
                     attempts=JobRow.attempts + 1,
@@ -126,85 +187,148 @@ class JobQueue:
                 )
                 .execution_options(synchronize_session=False)
             ).one_or_none()
-            if row is None:
-                return None
-            return Job(
-                id=row.id,
-                kind=row.kind,
-                user_id=row.user_id,
-                session_id=row.session_id,
-                attempts=row.attempts,
-            )
+        if row is None:
+            return None
+        return Job(
+            id=row.id,
+            kind=row.kind,
+            user_id=row.user_id,
+            session_id=row.session_id,
+            attempts=row.attempts,
+            claimed_by=worker_id,
+        )
 
-    def complete(self, job_id: int) -> None:
-        """Mark a claimed job done."""
-        self._finish(job_id, status="done", last_error=None)
-
-    def fail(self, job_id: int, error: str, *, retry_in_seconds: float | None) -> None:
-        """Record a failure; retry the job after ``retry_in_seconds``, or give up when None.
-
-        When another pending job of the same kind already waits for the session, that job
-        will do the work: this one is marked failed rather than retried twice.
+    def renew(self, job: Job, lease_seconds: float) -> bool:
+        """Extend the lease of a claimed job to ``lease_seconds`` from now.
 
         Args:
-            job_id: The claimed job.
-            error: What went wrong, kept in ``last_error``.
-            retry_in_seconds: Delay before the retry, or None to mark the job failed for good.
+            job: The job as claimed.
+            lease_seconds: The new lease, counted from now.
+
+        Returns:
+            True when the lease was extended; False when the claim is lost (the job was
+            claimed again by another worker after the lease ran out, or is finished).
         """
-        if retry_in_seconds is None:
-            self._finish(job_id, status="failed", last_error=error)
-            return
-        sibling = JobRow.__table__.alias("sibling")
-        pending_sibling = (
-            select(sibling.c.id)
-            .where(
-                sibling.c.kind == JobRow.kind,
-                sibling.c.session_id == JobRow.session_id,
-                sibling.c.status == "pending",
+        return self._update_claimed(job, lease_until=func.now() + timedelta(seconds=lease_seconds))
+
+    def complete(self, job: Job) -> bool:
+        """Mark a claimed job done.
+
+        Returns:
+            True when the job was marked done; False when the claim is lost (see ``renew``),
+            in which case nothing changed.
+        """
+        return self._update_claimed(job, status="done", lease_until=None, last_error=None)
+
+    def fail(self, job: Job, error: str) -> bool:
+        """Record a failed attempt: retry the job after a backoff, or give up on it.
+
+        The retry waits ``retry_delay(job.attempts)``. After ``max_attempts`` attempts the job
+        is marked ``failed`` with ``error`` kept in ``last_error``. When another pending job of
+        the same kind already waits for the session (enqueued while this one ran), the two are
+        merged: the retry keeps this job's attempt count and the later of the two times, so
+        new messages never reset or shorten the backoff.
+
+        Args:
+            job: The job as claimed.
+            error: What went wrong; cut to ``MAX_ERROR_CHARS`` characters.
+
+        Returns:
+            True when the failure was recorded; False when the claim is lost (see ``renew``),
+            in which case nothing changed.
+        """
+        last_error = _error_text(error)
+        if job.attempts >= self.max_attempts:
+            return self._update_claimed(
+                job, status="failed", lease_until=None, last_error=last_error
             )
-            .exists()
-        )
-        statement = (
-            update(JobRow)
-            .where(JobRow.id == job_id)
-            .values(
-                status=case((pending_sibling, "failed"), else_="pending"),
-                run_after=func.now() + timedelta(seconds=retry_in_seconds),
-                lease_until=None,
-                last_error=error,
-                updated_at=func.now(),
-            )
-            .execution_options(synchronize_session=False)
-        )
-        # A sibling enqueued between our check and our write makes the update violate the
-        # one-pending-job index; the second attempt sees it and marks this job failed.
-        for attempt in range(2):
-            try:
-                with self._database.transaction() as session:
-                    session.execute(statement)
-                return
-            except IntegrityError:
-                if attempt == 1:
-                    raise
+        retry_at = func.now() + self.retry_delay(job.attempts)
+        with self._database.transaction() as session:
+            connection = session.connection()
+            if not _lock_claimed(connection, job):
+                return False
+            # A sibling enqueued (and committed) after our look turns the update into a
+            # unique violation of the one-pending-job index: look again and merge it.
+            for _ in range(2):
+                try:
+                    with session.begin_nested():
+                        _retry_merging_sibling(connection, job, retry_at, last_error)
+                    return True
+                except IntegrityError:
+                    continue
+        raise StorageError(f"job {job.id}: could not record its failure (sibling races)")
 
     def pending(self, kind: str | None = None) -> int:
-        """Count the pending jobs (due or not), of one kind or of all kinds."""
+        """Count the pending jobs (due or not) of every user, of one kind or of all kinds."""
         query = select(func.count()).select_from(JobRow).where(JobRow.status == "pending")
         if kind is not None:
             query = query.where(JobRow.kind == kind)
         with self._database.transaction() as session:
             return int(session.scalar(query) or 0)
 
-    def _finish(self, job_id: int, *, status: str, last_error: str | None) -> None:
+    def _update_claimed(self, job: Job, **values: object) -> bool:
+        """Apply ``values`` to the job if it is still running under this claim."""
         with self._database.transaction() as session:
-            session.execute(
+            result = session.execute(
                 update(JobRow)
-                .where(JobRow.id == job_id)
-                .values(
-                    status=status,
-                    lease_until=None,
-                    last_error=last_error,
-                    updated_at=func.now(),
-                )
+                .where(_claimed(job))
+                .values(updated_at=func.now(), **values)
                 .execution_options(synchronize_session=False)
             )
+            return bool(result.rowcount)  # type: ignore[attr-defined]  # a CursorResult
+
+
+def _claimed(job: Job) -> ColumnElement[bool]:
+    """The condition that the job row is still running under ``job``'s claim (the fence)."""
+    return and_(
+        JobRow.user_id == job.user_id,
+        JobRow.id == job.id,
+        JobRow.status == "running",
+        JobRow.claimed_by == job.claimed_by,
+        JobRow.attempts == job.attempts,
+    )
+
+
+def _lock_claimed(connection: Connection, job: Job) -> bool:
+    """Lock the job row if it is still running under ``job``'s claim; whether it is."""
+    locked = connection.execute(select(JobRow.id).where(_claimed(job)).with_for_update())
+    return locked.first() is not None
+
+
+def _retry_merging_sibling(
+    connection: Connection, job: Job, retry_at: ColumnElement[datetime], last_error: str
+) -> None:
+    """Make the job pending again at ``retry_at``, absorbing a pending sibling if there is one."""
+    sibling = connection.execute(
+        select(JobRow.id, JobRow.run_after)
+        .where(
+            JobRow.user_id == job.user_id,
+            JobRow.session_id == job.session_id,
+            JobRow.kind == job.kind,
+            JobRow.status == "pending",
+        )
+        .with_for_update()
+    ).first()
+    if sibling is not None:
+        # The sibling only asked for "run again after the new messages": the retry does that.
+        connection.execute(
+            delete(JobRow).where(JobRow.user_id == job.user_id, JobRow.id == sibling.id)
+        )
+        retry_at = func.greatest(retry_at, sibling.run_after)
+    connection.execute(
+        update(JobRow)
+        .where(JobRow.user_id == job.user_id, JobRow.id == job.id)
+        .values(
+            status="pending",
+            run_after=retry_at,
+            lease_until=None,
+            last_error=last_error,
+            updated_at=func.now(),
+        )
+    )
+
+
+def _error_text(error: str) -> str:
+    """Make an error description storable: bounded, no NUL, no lone surrogate."""
+    clean = error.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return clean if len(clean) <= MAX_ERROR_CHARS else clean[: MAX_ERROR_CHARS - 1] + "…"

@@ -129,6 +129,78 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ix_jobs_status_run_after ON jobs (status, run_after)",
         ),
     ),
+    Migration(
+        4,
+        "sessions belong to users; payloads keep NULs",
+        (
+            # A session is now named by (user_id, session_id): two users may both have a
+            # session "default". Foreign keys on the session id alone cannot survive that.
+            "ALTER TABLE messages DROP CONSTRAINT messages_session_id_fkey",
+            "ALTER TABLE session_summaries DROP CONSTRAINT session_summaries_session_id_fkey",
+            # The cards table keeps its session_id column; only its foreign key goes (a card's
+            # session is (cards.user_id, cards.session_id) from now on).
+            "ALTER TABLE cards DROP CONSTRAINT cards_session_id_fkey",
+            "ALTER TABLE sessions RENAME COLUMN id TO session_id",
+            "ALTER TABLE sessions DROP CONSTRAINT sessions_pkey",
+            "ALTER TABLE sessions ADD CONSTRAINT sessions_pkey PRIMARY KEY (user_id, session_id)",
+            "DROP INDEX ix_sessions_user_id",  # the primary key leads with user_id now
+            # Messages: every key leads with user_id, so the table can be distributed by user.
+            "ALTER TABLE messages ADD COLUMN user_id text",
+            """
+            UPDATE messages SET user_id = sessions.user_id
+            FROM sessions WHERE sessions.session_id = messages.session_id
+            """,
+            "ALTER TABLE messages ALTER COLUMN user_id SET NOT NULL",
+            "ALTER TABLE messages DROP CONSTRAINT messages_pkey",
+            "ALTER TABLE messages DROP CONSTRAINT uq_messages_session_seq",
+            """
+            ALTER TABLE messages
+            ADD CONSTRAINT messages_pkey PRIMARY KEY (user_id, session_id, seq)
+            """,
+            "CREATE UNIQUE INDEX uq_messages_user_id_id ON messages (user_id, id)",
+            "DROP INDEX uq_messages_session_client",
+            """
+            CREATE UNIQUE INDEX uq_messages_session_client
+            ON messages (user_id, session_id, client_id) WHERE client_id IS NOT NULL
+            """,
+            """
+            ALTER TABLE messages ADD CONSTRAINT fk_messages_session
+            FOREIGN KEY (user_id, session_id) REFERENCES sessions (user_id, session_id)
+            """,
+            # jsonb cannot hold \u0000; json keeps the document's text as sent (see inputs.py).
+            "ALTER TABLE messages ALTER COLUMN metadata DROP DEFAULT",
+            """
+            ALTER TABLE messages
+            ALTER COLUMN payload TYPE json USING payload::json,
+            ALTER COLUMN metadata TYPE json USING metadata::json
+            """,
+            "ALTER TABLE messages ALTER COLUMN metadata SET DEFAULT '{}'::json",
+            # Summaries.
+            "ALTER TABLE session_summaries ADD COLUMN user_id text",
+            """
+            UPDATE session_summaries SET user_id = sessions.user_id
+            FROM sessions WHERE sessions.session_id = session_summaries.session_id
+            """,
+            "ALTER TABLE session_summaries ALTER COLUMN user_id SET NOT NULL",
+            "ALTER TABLE session_summaries DROP CONSTRAINT session_summaries_pkey",
+            """
+            ALTER TABLE session_summaries
+            ADD CONSTRAINT session_summaries_pkey PRIMARY KEY (user_id, session_id)
+            """,
+            """
+            ALTER TABLE session_summaries ADD CONSTRAINT fk_session_summaries_session
+            FOREIGN KEY (user_id, session_id) REFERENCES sessions (user_id, session_id)
+            """,
+            # Jobs already carried user_id; their keys now lead with it.
+            "ALTER TABLE jobs DROP CONSTRAINT jobs_pkey",
+            "ALTER TABLE jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (user_id, id)",
+            "DROP INDEX uq_jobs_pending_kind_session",
+            """
+            CREATE UNIQUE INDEX uq_jobs_pending_kind_session ON jobs (user_id, session_id, kind)
+            WHERE status = 'pending'
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

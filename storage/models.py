@@ -8,6 +8,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     Text,
@@ -17,7 +18,7 @@ from sqlalchemy import (
 from sqlalchemy import (
     text as sql_text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, TIMESTAMP
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from storage.migrations import EMBEDDING_DIM
@@ -34,25 +35,36 @@ class Base(DeclarativeBase):
 
 
 class SessionRow(Base):
-    """A conversation, owned by exactly one user; ``last_seq`` is the seq of its last message."""
+    """A conversation, named by its user and the user's own session id.
+
+    ``last_seq`` is the seq of its last message.
+    """
 
     __tablename__ = "sessions"
-    __table_args__ = (Index("ix_sessions_user_id", "user_id"),)
 
-    id: Mapped[str] = mapped_column(Text, primary_key=True)
-    user_id: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
     last_seq: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
 
 
 class MessageRow(Base):
-    """One stored message (append-only), numbered by ``seq`` inside its session."""
+    """One stored message (append-only), numbered by ``seq`` inside its session.
+
+    ``payload`` and ``metadata`` are ``json``, not ``jsonb``: see ``storage.inputs``.
+    """
 
     __tablename__ = "messages"
     __table_args__ = (
-        UniqueConstraint("session_id", "seq", name="uq_messages_session_seq"),
+        ForeignKeyConstraint(
+            ["user_id", "session_id"],
+            ["sessions.user_id", "sessions.session_id"],
+            name="fk_messages_session",
+        ),
+        Index("uq_messages_user_id_id", "user_id", "id", unique=True),
         Index(
             "uq_messages_session_client",
+            "user_id",
             "session_id",
             "client_id",
             unique=True,
@@ -60,16 +72,20 @@ class MessageRow(Base):
         ),
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"))
-    seq: Mapped[int] = mapped_column(BigInteger)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    # Unique (the sequence), but not the key: keys lead with user_id.
+    id: Mapped[int] = mapped_column(
+        BigInteger, server_default=sql_text("nextval('messages_id_seq'::regclass)")
+    )
     role: Mapped[str] = mapped_column(Text)
-    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     tokens: Mapped[int] = mapped_column(Integer)
     client_id: Mapped[str | None] = mapped_column(Text)
     # ``metadata`` is reserved on declarative classes, hence the attribute name.
     meta: Mapped[dict[str, Any]] = mapped_column(
-        "metadata", JSONB, server_default=sql_text("'{}'::jsonb")
+        "metadata", JSON, server_default=sql_text("'{}'::json")
     )
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
 
@@ -78,9 +94,17 @@ class SummaryRow(Base):
     """The rolling summary of one session, versioned for compare-and-set updates."""
 
     __tablename__ = "session_summaries"
-    __table_args__ = (CheckConstraint("kind IN ('llm', 'raw')", name="ck_session_summaries_kind"),)
+    __table_args__ = (
+        CheckConstraint("kind IN ('llm', 'raw')", name="ck_session_summaries_kind"),
+        ForeignKeyConstraint(
+            ["user_id", "session_id"],
+            ["sessions.user_id", "sessions.session_id"],
+            name="fk_session_summaries_session",
+        ),
+    )
 
-    session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
     content: Mapped[str] = mapped_column(Text)
     kind: Mapped[SummaryKind] = mapped_column(Text)
     boundary_seq: Mapped[int] = mapped_column(BigInteger)
@@ -106,7 +130,7 @@ class CardRow(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(Text)
-    session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
+    session_id: Mapped[str | None] = mapped_column(Text)
     text: Mapped[str] = mapped_column(Text)
     type: Mapped[str] = mapped_column(Text)
     topic: Mapped[str | None] = mapped_column(Text)
@@ -132,17 +156,18 @@ class JobRow(Base):
         ),
         Index(
             "uq_jobs_pending_kind_session",
-            "kind",
+            "user_id",
             "session_id",
+            "kind",
             unique=True,
             postgresql_where=sql_text("status = 'pending'"),
         ),
         Index("ix_jobs_status_run_after", "status", "run_after"),
     )
 
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(Text)
-    user_id: Mapped[str] = mapped_column(Text)
     session_id: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text, server_default=sql_text("'pending'"))
     run_after: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())

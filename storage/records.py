@@ -18,11 +18,12 @@ class NewMessage(_Record):
     """A message to append: the OpenAI-format dict plus what storage keeps beside it.
 
     Attributes:
-        payload: The full OpenAI message dict, stored as is.
+        payload: The full OpenAI message dict, stored as is (NUL characters included).
         role: The message role, stored apart so queries need not open the payload.
         tokens: The token count, computed once by the caller.
-        client_id: An id chosen by the client; appending it again to a session is a no-op.
-        metadata: Free-form data kept with the message.
+        client_id: An id chosen by the client (at most ``MAX_ID_LENGTH`` characters);
+            appending it again to a session is a no-op.
+        metadata: Free-form JSON data kept with the message (NUL characters included).
     """
 
     payload: dict[str, Any]
@@ -36,6 +37,7 @@ class StoredMessage(_Record):
     """A message as stored, with its id and its position ``seq`` in the session (from 1)."""
 
     id: int
+    user_id: str
     session_id: str
     seq: int
     role: str
@@ -49,6 +51,7 @@ class StoredMessage(_Record):
 class SummaryRecord(_Record):
     """The rolling summary of a session, covering its messages up to ``boundary_seq``."""
 
+    user_id: str
     session_id: str
     content: str
     kind: SummaryKind
@@ -59,10 +62,22 @@ class SummaryRecord(_Record):
 
 
 class Job(_Record):
-    """A claimed background job; ``attempts`` counts this claim."""
+    """A claimed background job: what to do, and the claim that lets a worker update it.
+
+    Attributes:
+        id: The job's id.
+        kind: What the job does.
+        user_id: The user the session belongs to.
+        session_id: The session the job works on.
+        attempts: How many times the job has been claimed, this claim included. Every claim
+            increments it, so together with ``claimed_by`` it identifies this claim: a worker
+            whose job was taken over (its lease ran out) can no longer update it.
+        claimed_by: The worker holding the claim.
+    """
 
     id: int
     kind: str
     user_id: str
     session_id: str
     attempts: int
+    claimed_by: str

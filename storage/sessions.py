@@ -1,13 +1,16 @@
-"""``MessageStore``: append-only messages of user-owned sessions, in per-session order."""
+"""``MessageStore``: append-only messages of users' sessions, in per-session order."""
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, func, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import JSON, Connection, Row, Table, Text, any_, bindparam, cast, func, select
+from sqlalchemy import update as sql_update
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from storage.engine import Database
-from storage.errors import SessionOwnershipError
+from storage.errors import InvalidInputError
+from storage.inputs import check_id, check_text, encode_json
 from storage.models import MessageRow, SessionRow
 from storage.records import NewMessage, StoredMessage
 
@@ -19,13 +22,35 @@ MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]  # declared w
 #: Called as ``validate(open_tail, new_messages)`` before a batch is stored; raising rejects it.
 Validator = Callable[[list[StoredMessage], list[NewMessage]], None]
 
+# One statement for any number of rows: SQLAlchemy's "insertmanyvalues" sends it in pages of
+# multi-row VALUES (well below Postgres's 65,535 parameters per statement), all inside the
+# caller's transaction, and returns the rows in parameter order. The documents arrive as JSON
+# text made by ``encode_json`` and are cast on the server, so they are serialised exactly once.
+_INSERT = (
+    insert(MESSAGES)
+    .values(
+        user_id=bindparam("user_id"),
+        session_id=bindparam("session_id"),
+        seq=bindparam("seq"),
+        role=bindparam("role"),
+        payload=cast(bindparam("payload", type_=Text), JSON),
+        tokens=bindparam("tokens"),
+        client_id=bindparam("client_id"),
+        metadata=cast(bindparam("metadata", type_=Text), JSON),
+    )
+    .returning(*MESSAGES.c, sort_by_parameter_order=True)
+)
+
 
 class MessageStore:
-    """The messages of every session, each session owned by one user.
+    """The messages of every session, each session named by its user and its session id.
 
-    Every method takes the user id first and only ever touches that user's sessions: a session
-    id that belongs to another user raises ``SessionOwnershipError``; an unknown session reads
-    as empty.
+    Every method takes the user id first and only ever touches that user's sessions: two users
+    may both have a session ``"default"``, and a session id that only another user has reads
+    as empty, exactly like one nobody has.
+
+    Ids (user, session, client) are non-empty strings of at most ``MAX_ID_LENGTH`` characters;
+    anything else is an ``InvalidInputError`` before any SQL runs.
     """
 
     def __init__(self, database: Database) -> None:
@@ -49,7 +74,7 @@ class MessageStore:
         The session row is locked for the whole transaction, which serialises appends to one
         session: seqs are contiguous and follow commit order. A message whose ``client_id`` is
         already stored in the session is not stored again; its stored record is returned in its
-        place, which makes a retried append harmless.
+        place, which makes a retried append harmless. A batch may hold any number of messages.
 
         Args:
             user_id: The user the session belongs to.
@@ -58,64 +83,39 @@ class MessageStore:
             validate: Called with the session's open tail (its stored messages from the last
                 non-``tool`` message on, so an open tool call can be checked) and the messages
                 about to be inserted, while the lock is held; skipped when nothing is new.
-                Whatever it raises propagates unchanged (``MessageValidationError`` is the
-                intended type) and nothing is stored.
+                Whatever it raises propagates unchanged and nothing is stored.
 
         Returns:
             One stored record per input message, in input order.
 
         Raises:
-            ValueError: A client id appears twice in ``messages``.
-            SessionOwnershipError: The session belongs to another user; nothing is stored.
-            DatabaseUnavailableError: The database could not be reached.
+            InvalidInputError: An id is not usable, a client id appears twice in ``messages``,
+                or a message cannot be stored (a lone surrogate, a value that is not JSON);
+                the error names the message by its position. Nothing is stored.
+            DatabaseUnavailableError: The database could not be reached; nothing is stored.
         """
+        check_id("user_id", user_id)
+        check_id("session_id", session_id)
+        rows = [_row(index, message) for index, message in enumerate(messages)]
         client_ids = [m.client_id for m in messages if m.client_id is not None]
-        if len(client_ids) != len(set(client_ids)):
-            raise ValueError(f"a client id appears twice in one batch: {client_ids}")
+        _check_unique(client_ids)
         with self._database.transaction() as session:
             # Core statements on the session's connection: this is the hot path of every
             # request, and the ORM's unit of work would only add overhead here.
             connection = session.connection()
-            owner = _lock_session(connection, session_id)
-            if owner is None:
-                connection.execute(
-                    insert(SessionRow)
-                    .values(id=session_id, user_id=user_id)
-                    .on_conflict_do_nothing(index_elements=[SessionRow.id])
-                )
-                owner = _lock_session(connection, session_id)
-            if owner is None or owner.user_id != user_id:  # sessions are never deleted
-                raise SessionOwnershipError(session_id)
-            existing = _by_client_id(connection, session_id, client_ids)
-            fresh = [m for m in messages if m.client_id is None or m.client_id not in existing]
+            last_seq = _lock_session(connection, user_id, session_id)
+            existing = _by_client_id(connection, user_id, session_id, client_ids)
+            fresh = [
+                (message, row)
+                for message, row in zip(messages, rows, strict=True)
+                if message.client_id is None or message.client_id not in existing
+            ]
             stored: list[StoredMessage] = []
             if fresh:
                 if validate is not None:
-                    validate(_open_tail(connection, session_id), fresh)
-                rows = connection.execute(
-                    insert(MESSAGES)
-                    .values(
-                        [
-                            {
-                                "session_id": session_id,
-                                "seq": owner.last_seq + position,
-                                "role": m.role,
-                                "payload": m.payload,
-                                "tokens": m.tokens,
-                                "client_id": m.client_id,
-                                "metadata": m.metadata,
-                            }
-                            for position, m in enumerate(fresh, start=1)
-                        ]
-                    )
-                    .returning(*MESSAGES.c)
-                )
-                stored = sorted(map(_record, rows), key=lambda record: record.seq)
-                connection.execute(
-                    update(SessionRow)
-                    .where(SessionRow.id == session_id)
-                    .values(last_seq=owner.last_seq + len(fresh))
-                )
+                    tail = _open_tail(connection, user_id, session_id)
+                    validate(tail, [message for message, _ in fresh])
+                stored = _insert(connection, user_id, session_id, last_seq, [r for _, r in fresh])
             inserted = iter(stored)
             return [
                 existing[m.client_id]
@@ -129,10 +129,9 @@ class MessageStore:
     ) -> Iterator[StoredMessage]:
         """Yield a session's messages newest first, reading ``batch`` rows at a time.
 
-        The owner is checked at the call; then each batch is one short query on the
-        (session_id, seq) index, made only when the caller asks for a message beyond the
-        previous batch, so the cost follows what is consumed, not the session length. No
-        connection is held between batches.
+        Each batch is one short query on the session's key, made only when the caller asks
+        for a message beyond the previous batch, so the cost follows what is consumed, not the
+        session length. No connection is held between batches.
 
         Args:
             user_id: The user the session belongs to.
@@ -144,20 +143,27 @@ class MessageStore:
             An iterator over stored messages, highest seq first.
 
         Raises:
-            SessionOwnershipError: The session belongs to another user.
+            InvalidInputError: An id is not usable, or ``batch`` is below 1.
         """
+        _check_session(user_id, session_id)
         if batch < 1:
-            raise ValueError("batch must be at least 1")
+            raise InvalidInputError("batch must be at least 1")
         with self._database.reading() as connection:
-            last = _owned_last_seq(connection, user_id, session_id)
+            last = _last_seq(connection, user_id, session_id)
             first = _between(
-                connection, session_id, max(after_seq, last - batch), last, newest_first=True
+                connection,
+                user_id,
+                session_id,
+                max(after_seq, last - batch),
+                last,
+                newest_first=True,
             )
-        return self._walk(first, session_id, last - batch, after_seq, batch)
+        return self._walk(first, user_id, session_id, last - batch, after_seq, batch)
 
     def _walk(
         self,
         first: list[StoredMessage],
+        user_id: str,
         session_id: str,
         upto: int,
         after_seq: int,
@@ -168,13 +174,22 @@ class MessageStore:
         while upto > after_seq:
             with self._database.reading() as connection:
                 records = _between(
-                    connection, session_id, max(after_seq, upto - batch), upto, newest_first=True
+                    connection,
+                    user_id,
+                    session_id,
+                    max(after_seq, upto - batch),
+                    upto,
+                    newest_first=True,
                 )
             yield from records
             upto -= batch
 
     def history(self, user_id: str, session_id: str) -> list[StoredMessage]:
-        """Return every message of a session in order ([] for an unknown session)."""
+        """Return every message of a session in order ([] for a session the user does not have).
+
+        Raises:
+            InvalidInputError: An id is not usable.
+        """
         return self.between(user_id, session_id, 0, None)
 
     def between(
@@ -185,70 +200,157 @@ class MessageStore:
         Args:
             user_id: The user the session belongs to.
             session_id: The session.
-            after_seq: Exclusive lower bound.
-            upto_seq: Inclusive upper bound, or None for the end of the session.
+            after_seq: Messages at or before this seq are left out.
+            upto_seq: Messages after this seq are left out; None for no upper bound.
+
+        Returns:
+            The messages, lowest seq first.
 
         Raises:
-            SessionOwnershipError: The session belongs to another user.
+            InvalidInputError: An id is not usable.
         """
+        _check_session(user_id, session_id)
         with self._database.reading() as connection:
-            last = _owned_last_seq(connection, user_id, session_id)
+            last = _last_seq(connection, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
-            return _between(connection, session_id, after_seq, upto)
+            return _between(connection, user_id, session_id, after_seq, upto)
 
-    def tokens_after(self, user_id: str, session_id: str, after_seq: int) -> tuple[int, int]:
-        """Return the total tokens and the number of the messages after ``after_seq``.
+    def read_increment(
+        self,
+        user_id: str,
+        session_id: str,
+        *,
+        after_seq: int,
+        max_tokens: int,
+        max_messages: int = 1_000,
+        batch: int = 64,
+    ) -> list[StoredMessage]:
+        """Return the next messages after ``after_seq``, as many as fit ``max_tokens``.
+
+        For a consolidation step that folds one bounded increment: the cost is the size of the
+        increment (plus at most one ``batch``), never the length of the backlog behind it. Token
+        counts are the ones stored with the messages.
+
+        Args:
+            user_id: The user the session belongs to.
+            session_id: The session.
+            after_seq: Start after this seq (a summary's boundary).
+            max_tokens: Stop before the message that would bring the total over this. The
+                first message is always returned, however large, so a caller always advances.
+            max_messages: Never return more messages than this.
+            batch: How many rows each query reads.
+
+        Returns:
+            The messages, lowest seq first; [] when nothing follows ``after_seq``.
 
         Raises:
-            SessionOwnershipError: The session belongs to another user.
+            InvalidInputError: An id is not usable, or a limit is below 1.
         """
+        _check_session(user_id, session_id)
+        if min(max_tokens, max_messages, batch) < 1:
+            raise InvalidInputError("max_tokens, max_messages and batch must be at least 1")
+        increment: list[StoredMessage] = []
+        total = 0
+        cursor = after_seq
         with self._database.reading() as connection:
-            _owned_last_seq(connection, user_id, session_id)
-            total, count = connection.execute(
-                select(func.coalesce(func.sum(MessageRow.tokens), 0), func.count()).where(
-                    MessageRow.session_id == session_id, MessageRow.seq > after_seq
-                )
-            ).one()
-            return int(total), int(count)
-
-    def session_owner(self, session_id: str) -> str | None:
-        """Return the user owning a session, or None when no such session exists."""
-        with self._database.reading() as connection:
-            return connection.scalar(select(SessionRow.user_id).where(SessionRow.id == session_id))
-
-    def last_seq(self, user_id: str, session_id: str) -> int:
-        """Return the seq of the session's last message (0 when empty or unknown).
-
-        Raises:
-            SessionOwnershipError: The session belongs to another user.
-        """
-        with self._database.reading() as connection:
-            return _owned_last_seq(connection, user_id, session_id)
+            while len(increment) < max_messages:
+                limit = min(batch, max_messages - len(increment))
+                rows = _after(connection, user_id, session_id, cursor, limit)
+                for record in rows:
+                    if increment and total + record.tokens > max_tokens:
+                        return increment
+                    increment.append(record)
+                    total += record.tokens
+                if len(rows) < limit:
+                    break
+                cursor = rows[-1].seq
+        return increment
 
 
-def _lock_session(connection: Connection, session_id: str) -> Row[str, int] | None:
-    """Lock the session row for this transaction; return its owner and last seq."""
-    return connection.execute(
-        select(SessionRow.user_id, SessionRow.last_seq)
-        .where(SessionRow.id == session_id)
+def _check_session(user_id: str, session_id: str) -> None:
+    """Raise ``InvalidInputError`` unless both ids are usable."""
+    check_id("user_id", user_id)
+    check_id("session_id", session_id)
+
+
+def _check_unique(client_ids: list[str]) -> None:
+    """Raise ``InvalidInputError`` naming (a few of) the client ids that appear twice."""
+    counts = Counter(client_ids)
+    repeated = [client_id for client_id, count in counts.items() if count > 1]
+    if repeated:
+        # At most three ids, each cut to 64 characters: the message stays short.
+        named = ", ".join(repr(client_id[:64]) for client_id in repeated[:3])
+        raise InvalidInputError(f"a client id appears twice in one batch: {named}")
+
+
+def _row(index: int, message: NewMessage) -> dict[str, Any]:
+    """Check one new message and turn it into the insert's parameters (without its key)."""
+    name = f"message {index}"
+    if message.client_id is not None:
+        check_id(f"{name} client id", message.client_id)
+    check_text(f"{name} role", message.role)
+    return {
+        "role": message.role,
+        "payload": encode_json(f"{name} payload", message.payload),
+        "tokens": message.tokens,
+        "client_id": message.client_id,
+        "metadata": encode_json(f"{name} metadata", message.metadata),
+    }
+
+
+def _lock_session(connection: Connection, user_id: str, session_id: str) -> int:
+    """Create the session if missing, lock its row for this transaction, return its last seq."""
+    locked = (
+        select(SessionRow.last_seq)
+        .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
         .with_for_update()
-    ).one_or_none()
+    )
+    last_seq = connection.scalar(locked)
+    if last_seq is None:
+        connection.execute(
+            insert(SessionRow)
+            .values(user_id=user_id, session_id=session_id)
+            .on_conflict_do_nothing(index_elements=[SessionRow.user_id, SessionRow.session_id])
+        )
+        # Sessions are never deleted: after the insert (ours or a concurrent one) it exists.
+        last_seq = connection.scalar(locked)
+    return int(last_seq or 0)
 
 
-def _owned_last_seq(connection: Connection, user_id: str, session_id: str) -> int:
-    """Return the session's last seq after checking its owner (0 for an unknown session)."""
-    row = connection.execute(
-        select(SessionRow.user_id, SessionRow.last_seq).where(SessionRow.id == session_id)
-    ).one_or_none()
-    if row is None:
-        return 0
-    if row.user_id != user_id:
-        raise SessionOwnershipError(session_id)
-    return int(row.last_seq)
+def _insert(
+    connection: Connection,
+    user_id: str,
+    session_id: str,
+    last_seq: int,
+    rows: list[dict[str, Any]],
+) -> list[StoredMessage]:
+    """Insert the rows after ``last_seq`` and move the session's last seq past them."""
+    parameters = [
+        {**row, "user_id": user_id, "session_id": session_id, "seq": last_seq + position}
+        for position, row in enumerate(rows, start=1)
+    ]
+    stored = [_record(row) for row in connection.execute(_INSERT, parameters)]
+    connection.execute(
+        sql_update(SessionRow)
+        .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
+        .values(last_seq=last_seq + len(rows))
+    )
+    return stored
+
+
+def _last_seq(connection: Connection, user_id: str, session_id: str) -> int:
+    """Return the session's last seq (0 for a session this user does not have)."""
+    last = connection.scalar(
+        select(SessionRow.last_seq).where(
+            SessionRow.user_id == user_id, SessionRow.session_id == session_id
+        )
+    )
+    return int(last or 0)
 
 
 def _between(
     connection: Connection,
+    user_id: str,
     session_id: str,
     after_seq: int,
     upto_seq: int,
@@ -260,6 +362,7 @@ def _between(
     rows = connection.execute(
         select(MESSAGES)
         .where(
+            MESSAGES.c.user_id == user_id,
             MESSAGES.c.session_id == session_id,
             MESSAGES.c.seq > after_seq,
             MESSAGES.c.seq <= upto_seq,
@@ -269,35 +372,54 @@ def _between(
     return [_record(row) for row in rows]
 
 
+def _after(
+    connection: Connection, user_id: str, session_id: str, after_seq: int, limit: int
+) -> list[StoredMessage]:
+    """The first ``limit`` messages after ``after_seq``, in seq order."""
+    rows = connection.execute(
+        select(MESSAGES)
+        .where(
+            MESSAGES.c.user_id == user_id,
+            MESSAGES.c.session_id == session_id,
+            MESSAGES.c.seq > after_seq,
+        )
+        .order_by(MESSAGES.c.seq)
+        .limit(limit)
+    )
+    return [_record(row) for row in rows]
+
+
 def _by_client_id(
-    connection: Connection, session_id: str, client_ids: list[str]
+    connection: Connection, user_id: str, session_id: str, client_ids: list[str]
 ) -> dict[str, StoredMessage]:
     """Load the session's messages that carry one of ``client_ids``, keyed by client id."""
     if not client_ids:
         return {}
+    # One array parameter, not one parameter per id: a batch may carry any number of ids.
+    wanted = bindparam("client_ids", client_ids, type_=ARRAY(Text))
     rows = connection.execute(
         select(MESSAGES).where(
-            MESSAGES.c.session_id == session_id, MESSAGES.c.client_id.in_(client_ids)
+            MESSAGES.c.user_id == user_id,
+            MESSAGES.c.session_id == session_id,
+            MESSAGES.c.client_id == any_(wanted),
         )
     )
     return {row.client_id: _record(row) for row in rows}
 
 
-def _open_tail(connection: Connection, session_id: str) -> list[StoredMessage]:
+def _open_tail(connection: Connection, user_id: str, session_id: str) -> list[StoredMessage]:
     """Load the stored messages from the last non-``tool`` message of the session onward."""
-    # max() with the filter scans the (session_id, seq) index backwards and stops at the first
-    # non-tool message, so the cost is the length of the tail, not of the session.
+    # max() with the filter scans the session's key backwards and stops at the first non-tool
+    # message, so the cost is the length of the tail, not of the session.
+    in_session = (MESSAGES.c.user_id == user_id, MESSAGES.c.session_id == session_id)
     last_unit_start = (
         select(func.max(MESSAGES.c.seq))
-        .where(MESSAGES.c.session_id == session_id, MESSAGES.c.role != "tool")
+        .where(*in_session, MESSAGES.c.role != "tool")
         .scalar_subquery()
     )
     rows = connection.execute(
         select(MESSAGES)
-        .where(
-            MESSAGES.c.session_id == session_id,
-            MESSAGES.c.seq >= func.coalesce(last_unit_start, 0),
-        )
+        .where(*in_session, MESSAGES.c.seq >= func.coalesce(last_unit_start, 0))
         .order_by(MESSAGES.c.seq)
     )
     return [_record(row) for row in rows]
@@ -308,6 +430,7 @@ def _record(row: Row[Any]) -> StoredMessage:
     # The row was validated on its way in; skipping validation keeps window loads cheap.
     return StoredMessage.model_construct(
         id=row.id,
+        user_id=row.user_id,
         session_id=row.session_id,
         seq=row.seq,
         role=row.role,

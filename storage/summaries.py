@@ -7,7 +7,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from storage.engine import Database
-from storage.errors import SessionOwnershipError
+from storage.errors import InvalidInputError
+from storage.inputs import check_id, check_text
 from storage.models import SessionRow, SummaryRow
 from storage.records import SummaryKind, SummaryRecord
 
@@ -15,7 +16,7 @@ __all__ = ["SummaryStore"]
 
 
 class SummaryStore:
-    """The rolling summaries of user-owned sessions.
+    """The rolling summaries of users' sessions; a user only ever sees their own.
 
     Concurrent writers never overwrite each other: ``save`` succeeds only for the writer that
     read the current version, so two workers on one session cannot both fold the same messages.
@@ -30,26 +31,19 @@ class SummaryStore:
         self._database = database
 
     def get(self, user_id: str, session_id: str) -> SummaryRecord | None:
-        """Return the session's summary, or None when it has none (or does not exist).
+        """Return the session's summary, or None when it has none (or the user has no such session).
 
         Raises:
-            SessionOwnershipError: The session belongs to another user.
+            InvalidInputError: An id is not usable.
         """
+        _check_session(user_id, session_id)
         summaries = SummaryRow.__table__
-        # One Core query for the owner and the summary: it runs on every request.
-        query = (
-            select(SessionRow.user_id, summaries)
-            .select_from(SessionRow)
-            .outerjoin(summaries, summaries.c.session_id == SessionRow.id)
-            .where(SessionRow.id == session_id)
+        query = select(summaries).where(
+            summaries.c.user_id == user_id, summaries.c.session_id == session_id
         )
         with self._database.reading() as connection:
             row = connection.execute(query).one_or_none()
-        if row is None:
-            return None
-        if row.user_id != user_id:
-            raise SessionOwnershipError(session_id)
-        return None if row.version is None else _record(row)
+        return None if row is None else _record(row)
 
     def save(
         self,
@@ -78,16 +72,15 @@ class SummaryStore:
             writer saved first; re-read and start over in that case.
 
         Raises:
-            ValueError: ``boundary_seq`` is before the stored boundary.
-            LookupError: The session does not exist.
-            SessionOwnershipError: The session belongs to another user.
+            InvalidInputError: An id is not usable, ``content`` holds a NUL or a lone
+                surrogate, or ``boundary_seq`` is before the stored boundary.
+            LookupError: The user has no such session.
         """
+        _check_session(user_id, session_id)
+        check_text("summary content", content)
         with self._database.transaction() as session:
-            owner = _owner(session, session_id)
-            if owner is None:
-                raise LookupError(f"unknown session {session_id!r}")
-            if owner != user_id:
-                raise SessionOwnershipError(session_id)
+            if not _exists(session, user_id, session_id):
+                raise LookupError(f"user has no session {session_id!r}")
             values = {
                 "content": content,
                 "kind": kind,
@@ -97,23 +90,26 @@ class SummaryStore:
             if expected_version == 0:
                 row = session.scalar(
                     insert(SummaryRow)
-                    .values(session_id=session_id, version=1, **values)
-                    .on_conflict_do_nothing(index_elements=[SummaryRow.session_id])
+                    .values(user_id=user_id, session_id=session_id, version=1, **values)
+                    .on_conflict_do_nothing(
+                        index_elements=[SummaryRow.user_id, SummaryRow.session_id]
+                    )
                     .returning(SummaryRow)
                 )
                 return None if row is None else _record(row)
-            current = session.get(SummaryRow, session_id)
+            current = session.get(SummaryRow, (user_id, session_id))
             if (
                 current is not None
                 and current.version == expected_version
                 and boundary_seq < current.boundary_seq
             ):
-                raise ValueError(
+                raise InvalidInputError(
                     f"summary boundary cannot go back from {current.boundary_seq} to {boundary_seq}"
                 )
             row = session.scalar(
                 update(SummaryRow)
                 .where(
+                    SummaryRow.user_id == user_id,
                     SummaryRow.session_id == session_id,
                     SummaryRow.version == expected_version,
                     # Checked again here: the read above may be stale by the time this runs.
@@ -125,14 +121,26 @@ class SummaryStore:
             return None if row is None else _record(row)
 
 
-def _owner(session: Session, session_id: str) -> str | None:
-    """Return the user owning a session, or None when it does not exist."""
-    return session.scalar(select(SessionRow.user_id).where(SessionRow.id == session_id))
+def _check_session(user_id: str, session_id: str) -> None:
+    """Raise ``InvalidInputError`` unless both ids are usable."""
+    check_id("user_id", user_id)
+    check_id("session_id", session_id)
+
+
+def _exists(session: Session, user_id: str, session_id: str) -> bool:
+    """Whether the user has this session."""
+    found = session.scalar(
+        select(SessionRow.last_seq).where(
+            SessionRow.user_id == user_id, SessionRow.session_id == session_id
+        )
+    )
+    return found is not None
 
 
 def _record(row: SummaryRow | Row[Any]) -> SummaryRecord:
     """Turn an ORM row, or a row with the same columns, into the record callers see."""
     return SummaryRecord(
+        user_id=row.user_id,
         session_id=row.session_id,
         content=row.content,
         kind=row.kind,

@@ -1,33 +1,19 @@
 """Shared fixtures: one embedded Postgres per test run, started only when a test needs it."""
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from child_process import Child, Spawn
-from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
-from pgserver.postgres_server import PostgresServer
-from pgserver.utils import PostmasterInfo
 
+import storage.engine
 from storage import Database
 
 
 def stop_embedded(data_folder: Path) -> None:
-    """Stop the embedded server in ``data_folder`` if it runs; a test that started one must.
-
-    Releases this process's pgserver handle first (which stops the server when no other process
-    holds one), then stops it outright: a child killed with SIGKILL never releases its handle.
-    """
-    handle = PostgresServer._instances.get(data_folder)
-    if handle is not None:
-        handle.cleanup()
-    info = PostmasterInfo.read_from_pgdata(data_folder)
-    if info is not None and info.is_running():
-        # pgserver runs the server as its own system user when we are root.
-        system_user = "pgserver" if os.geteuid() == 0 else None
-        pg_ctl(["-w", "stop"], pgdata=data_folder, user=system_user)
+    """Stop the embedded server in ``data_folder`` if it runs; a test that started one must."""
+    storage.engine.stop_embedded(data_folder)
 
 
 @pytest.fixture(scope="session")

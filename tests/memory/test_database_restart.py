@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 from conftest import stop_embedded
-from pgserver.postgres_server import get_server
 
 from memory import Memory
-from storage import DatabaseUnavailableError
+from storage import Database, DatabaseUnavailableError
 
 
 def test_a_restarted_database_is_reconnected_and_keeps_every_message(
@@ -29,7 +28,7 @@ def test_a_restarted_database_is_reconnected_and_keeps_every_message(
         with pytest.raises(DatabaseUnavailableError):
             mem.history(user_id="u", session_id="s")
 
-        get_server(str(folder), cleanup_mode="stop")  # the server comes back
+        Database.open(data_dir=fresh_data_dir).close()  # the server comes back
         context = mem.prepare(user_id="u", session_id="s", input="after the restart")
 
         history = [m.payload["content"] for m in mem.history(user_id="u", session_id="s")]

@@ -28,7 +28,7 @@ from memory import (
     count_tokens,
     validate_history,
 )
-from storage import Database, MessageStore, SessionOwnershipError, StoredMessage
+from storage import Database, MessageStore, StoredMessage
 
 #: A window small enough that a few dozen messages overflow it.
 SMALL_WINDOW = {"context_window": 1_500, "max_output": 300}
@@ -548,27 +548,24 @@ def test_a_client_id_twice_in_one_batch_is_refused_and_nothing_is_stored(
     assert mem.history(user_id=user_id, session_id=session_id) == []
 
 
-def test_another_users_session_is_refused_everywhere(
+def test_another_users_session_is_out_of_reach_everywhere(
     mem: Memory, user_id: str, session_id: str
 ) -> None:
     mem.prepare(user_id=user_id, session_id=session_id, input="mine")
     intruder = f"intruder-{uuid.uuid4()}"
-    attempts: list[Callable[[], object]] = [
-        lambda: mem.prepare(user_id=intruder, session_id=session_id, input="let me in"),
-        lambda: mem.prepare(user_id=intruder, session_id=session_id),
-        lambda: mem.record(
-            user_id=intruder, session_id=session_id, messages=[{"role": "user", "content": "x"}]
-        ),
-        lambda: mem.history(user_id=intruder, session_id=session_id),
-        lambda: mem.summary(user_id=intruder, session_id=session_id),
-        lambda: mem.consolidate(user_id=intruder, session_id=session_id),
-    ]
 
-    for attempt in attempts:
-        with pytest.raises(SessionOwnershipError, match=session_id):
-            attempt()
+    # The same session id names the intruder's own, empty session: nothing of ours shows.
+    assert mem.history(user_id=intruder, session_id=session_id) == []
+    assert mem.summary(user_id=intruder, session_id=session_id) is None
+    assert mem.consolidate(user_id=intruder, session_id=session_id) is None
+    context = mem.prepare(user_id=intruder, session_id=session_id, input="let me in")
+    assert "mine" not in str(context.messages)
+    mem.record(
+        user_id=intruder, session_id=session_id, messages=[{"role": "assistant", "content": "x"}]
+    )
 
     assert contents(mem.history(user_id=user_id, session_id=session_id)) == ["mine"]
+    assert contents(mem.history(user_id=intruder, session_id=session_id)) == ["let me in", "x"]
 
 
 @pytest.mark.parametrize(
@@ -655,8 +652,7 @@ def test_recording_nothing_creates_no_session(mem: Memory, user_id: str, session
 
     mem.prepare(user_id="another-user", session_id=session_id, input="mine")
 
-    with pytest.raises(SessionOwnershipError):
-        mem.history(user_id=user_id, session_id=session_id)
+    assert mem.history(user_id=user_id, session_id=session_id) == []
 
 
 def test_a_backlog_is_folded_in_bounded_summariser_calls(

@@ -4,11 +4,14 @@ Every mode talks to the parent over stdout lines (and reads ``go`` on stdin wher
 at the same moment as a sibling), so the tests synchronise on pipes, never on sleeps.
 """
 
+import os
+import pwd
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 from child_process import say, wait_for_go, wait_for_line
 from filelock import FileLock
 from sqlalchemy import event, text
@@ -61,11 +64,34 @@ def open_database(data_dir: str) -> None:
         wait_for_line()
 
 
+def connect_as_nobody(*hosts: str) -> None:
+    """Become the account ``nobody``, then try to connect to each socket folder; say how it went."""
+    account = pwd.getpwnam("nobody")
+    os.setgroups([])
+    os.setgid(account.pw_gid)
+    os.setuid(account.pw_uid)
+    for host in hosts:
+        try:
+            with psycopg.connect(host=host, user="postgres", dbname="postgres", connect_timeout=5):
+                say(f"connected {host}")
+        except psycopg.OperationalError:
+            say(f"refused {host}")
+
+
+def open_and_wait(data_dir: str) -> None:
+    """Open the embedded database and keep it open until killed."""
+    Database.open(None, data_dir=Path(data_dir))
+    say("open")
+    signal.pause()
+
+
 MODES: dict[str, Callable[..., None]] = {
     "append": append,
     "die-before-commit": die_before_commit,
     "hold-lock": hold_lock,
     "open": open_database,
+    "open-and-wait": open_and_wait,
+    "connect-as-nobody": connect_as_nobody,
 }
 
 if __name__ == "__main__":

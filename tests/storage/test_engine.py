@@ -17,7 +17,8 @@ def test_open_by_url_shares_the_embedded_database(database: Database) -> None:
 def test_embedded_url_uses_psycopg_over_the_socket(database: Database) -> None:
     assert database.data_folder is not None
     assert database.url.startswith("postgresql+psycopg://postgres")
-    assert database.engine.url.query["host"] == str(database.data_folder)
+    socket_folder = Path(str(database.engine.url.query["host"]))
+    assert (socket_folder / ".s.PGSQL.5432").is_socket()
 
 
 def test_bare_postgresql_url_gets_the_psycopg_driver(database: Database) -> None:

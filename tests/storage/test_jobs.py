@@ -1,12 +1,15 @@
-"""Tests of JobQueue: debounce, SKIP LOCKED claims, lease expiry, completion and retries."""
+"""Tests of JobQueue: debounce, SKIP LOCKED claims, leases and fencing, backoff, giving up."""
 
 import threading
 import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import text
 
 from storage import Database, Job, JobQueue
+from storage.jobs import MAX_ERROR_CHARS
 
 
 @pytest.fixture
@@ -96,7 +99,7 @@ def test_two_threads_claim_distinct_jobs(queue: JobQueue, kind: str, user_id: st
         start.wait()
         while (job := queue.claim(worker, kinds=[kind])) is not None:
             claimed[worker].append(job.id)
-            queue.complete(job.id)
+            queue.complete(job)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in claimed]
     for thread in threads:
@@ -124,46 +127,201 @@ def test_job_with_an_expired_lease_is_claimed_again(
     assert queue.claim("third worker", kinds=[kind]) is None
 
 
-def test_complete_and_fail(queue: JobQueue, kind: str, user_id: str) -> None:
+@dataclass(frozen=True)
+class JobState:
+    """A job row as the tests look at it; ``wait`` is how long after its update it is due."""
+
+    status: str
+    attempts: int
+    wait: timedelta
+    last_error: str | None
+
+
+def state(database: Database, job: Job) -> JobState:
+    with database.engine.connect() as connection:
+        row = connection.execute(
+            text(
+                "SELECT status, attempts, run_after - updated_at AS wait, last_error FROM jobs"
+                " WHERE user_id = :user_id AND id = :id"
+            ),
+            {"user_id": job.user_id, "id": job.id},
+        ).one()
+    return JobState(row.status, row.attempts, row.wait, row.last_error)
+
+
+def run_after(database: Database, job: Job) -> datetime:
+    with database.engine.connect() as connection:
+        due: datetime = connection.execute(
+            text("SELECT run_after FROM jobs WHERE user_id = :user_id AND id = :id"),
+            {"user_id": job.user_id, "id": job.id},
+        ).scalar_one()
+    return due
+
+
+def make_due(database: Database, job: Job) -> None:
+    """Move a job's time to now, as if its backoff had passed."""
+    with database.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE jobs SET run_after = now() WHERE user_id = :user_id AND id = :id"),
+            {"user_id": job.user_id, "id": job.id},
+        )
+
+
+def claim_due(queue: JobQueue, database: Database, kind: str, previous: Job) -> Job:
+    make_due(database, previous)
+    job = claim(queue, kind)
+    assert job is not None and job.id == previous.id
+    return job
+
+
+def test_complete_and_fail(queue: JobQueue, database: Database, kind: str, user_id: str) -> None:
     queue.enqueue(kind, user_id, "done")
     queue.enqueue(kind, user_id, "retried")
-    queue.enqueue(kind, user_id, "failed")
     jobs = {job.session_id: job for job in iter(lambda: claim(queue, kind), None)}
-    assert set(jobs) == {"done", "retried", "failed"}
+    assert set(jobs) == {"done", "retried"}
 
-    queue.complete(jobs["done"].id)
-    queue.fail(jobs["retried"].id, "timeout", retry_in_seconds=0)
-    queue.fail(jobs["failed"].id, "bad input", retry_in_seconds=None)
+    assert queue.complete(jobs["done"]) is True
+    assert queue.fail(jobs["retried"], "timeout") is True
 
+    assert state(database, jobs["done"]).status == "done"
     assert queue.pending(kind) == 1
-    retry = claim(queue, kind)
-    assert retry is not None
-    assert (retry.id, retry.session_id, retry.attempts) == (jobs["retried"].id, "retried", 2)
+    retry = claim_due(queue, database, kind, jobs["retried"])
+    assert (retry.session_id, retry.attempts) == ("retried", 2)
     assert claim(queue, kind) is None
 
 
-def test_retry_waits_for_its_delay(queue: JobQueue, kind: str, user_id: str) -> None:
+def test_retry_delay_doubles_up_to_its_cap(database: Database) -> None:
+    queue = JobQueue(database, retry_base_seconds=30, retry_max_seconds=200)
+
+    delays = [queue.retry_delay(attempts).total_seconds() for attempts in range(1, 6)]
+
+    assert delays == [30, 60, 120, 200, 200]
+    assert queue.retry_delay(10_000).total_seconds() == 200
+
+
+def test_each_failure_waits_its_backoff_then_the_job_fails_for_good(
+    database: Database, kind: str, user_id: str
+) -> None:
+    queue = JobQueue(database, retry_base_seconds=30, retry_max_seconds=3600, max_attempts=3)
     queue.enqueue(kind, user_id, "s1")
     job = claim(queue, kind)
     assert job is not None
 
-    queue.fail(job.id, "later", retry_in_seconds=3600)
+    assert queue.fail(job, "boom 1")
+    assert state(database, job) == JobState("pending", 1, timedelta(seconds=30), "boom 1")
+    assert claim(queue, kind) is None  # not due before its backoff
 
-    assert queue.pending(kind) == 1
+    job = claim_due(queue, database, kind, job)
+    assert queue.fail(job, "boom 2")
+    assert state(database, job) == JobState("pending", 2, timedelta(seconds=60), "boom 2")
+
+    job = claim_due(queue, database, kind, job)
+    assert queue.fail(job, "boom 3")
+    assert (state(database, job).status, state(database, job).last_error) == ("failed", "boom 3")
+    assert queue.pending(kind) == 0
+    make_due(database, job)
     assert claim(queue, kind) is None
 
 
-def test_failed_job_with_a_pending_sibling_is_not_retried_twice(
-    queue: JobQueue, kind: str, user_id: str
+def test_enqueue_never_brings_a_retrying_job_forward(
+    queue: JobQueue, database: Database, kind: str, user_id: str
+) -> None:
+    queue.enqueue(kind, user_id, "s1")
+    job = claim(queue, kind)
+    assert job is not None
+    queue.fail(job, "boom")
+    backing_off_until = run_after(database, job)
+
+    for _ in range(5):
+        assert queue.enqueue(kind, user_id, "s1", delay_seconds=0) is False
+
+    assert run_after(database, job) == backing_off_until
+    assert claim(queue, kind) is None
+    assert queue.pending(kind) == 1
+
+
+def test_a_failed_job_absorbs_the_sibling_enqueued_while_it_ran(
+    queue: JobQueue, database: Database, kind: str, user_id: str
 ) -> None:
     queue.enqueue(kind, user_id, "s1")
     running = claim(queue, kind)
     assert running is not None
-    queue.enqueue(kind, user_id, "s1")
+    assert queue.enqueue(kind, user_id, "s1") is True  # new messages while it runs
 
-    queue.fail(running.id, "boom", retry_in_seconds=0)
+    assert queue.fail(running, "boom")
 
+    # One pending job, still counting attempts and still backing off: traffic resets nothing.
     assert queue.pending(kind) == 1
-    sibling = claim(queue, kind)
-    assert sibling is not None
-    assert sibling.id != running.id
+    assert state(database, running) == JobState("pending", 1, timedelta(seconds=30), "boom")
+    assert claim(queue, kind) is None
+    retry = claim_due(queue, database, kind, running)
+    assert retry.attempts == 2
+
+
+def test_a_stale_worker_cannot_touch_a_job_claimed_again(
+    queue: JobQueue, database: Database, kind: str, user_id: str
+) -> None:
+    queue.enqueue(kind, user_id, "s1")
+    stale = queue.claim("slow worker", kinds=[kind], lease_seconds=-1)
+    assert stale is not None
+    fresh = queue.claim("live worker", kinds=[kind], lease_seconds=300)
+    assert fresh is not None and fresh.id == stale.id
+
+    assert queue.complete(stale) is False
+    assert queue.fail(stale, "late failure") is False
+    assert queue.renew(stale, 300) is False
+    assert state(database, fresh) == JobState("running", 2, state(database, fresh).wait, None)
+
+    assert queue.complete(fresh) is True
+    assert queue.complete(fresh) is False  # finished: the claim is over
+    assert state(database, fresh).status == "done"
+
+
+def test_the_same_worker_id_on_an_older_claim_is_fenced_too(
+    queue: JobQueue, kind: str, user_id: str
+) -> None:
+    queue.enqueue(kind, user_id, "s1")
+    first = queue.claim("worker", kinds=[kind], lease_seconds=-1)
+    second = queue.claim("worker", kinds=[kind], lease_seconds=300)
+    assert first is not None and second is not None
+
+    assert queue.complete(first) is False
+    assert queue.complete(second) is True
+
+
+def test_renew_keeps_the_job_from_being_claimed_again(
+    queue: JobQueue, kind: str, user_id: str
+) -> None:
+    queue.enqueue(kind, user_id, "s1")
+    job = queue.claim("worker", kinds=[kind], lease_seconds=-1)  # already expired
+    assert job is not None
+
+    assert queue.renew(job, 300) is True
+
+    assert queue.claim("other", kinds=[kind]) is None
+    assert queue.complete(job) is True
+
+
+def test_last_error_is_bounded_and_storable(
+    queue: JobQueue, database: Database, kind: str, user_id: str
+) -> None:
+    queue.enqueue(kind, user_id, "s1")
+    job = claim(queue, kind)
+    assert job is not None
+
+    assert queue.fail(job, "nul \x00 surrogate \ud800 " + "x" * 10_000)
+
+    stored = state(database, job).last_error
+    assert stored is not None
+    assert stored.startswith("nul \\x00 surrogate \\ud800 x")
+    assert len(stored) == MAX_ERROR_CHARS
+
+
+def test_jobs_of_two_users_on_the_same_session_id_are_separate(queue: JobQueue, kind: str) -> None:
+    alice, bob = f"alice-{uuid.uuid4()}", f"bob-{uuid.uuid4()}"
+
+    assert queue.enqueue(kind, alice, "default") is True
+    assert queue.enqueue(kind, bob, "default") is True
+
+    claimed = {job.user_id for job in iter(lambda: claim(queue, kind), None)}
+    assert claimed == {alice, bob}

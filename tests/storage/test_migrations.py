@@ -8,7 +8,17 @@ from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import ProgrammingError
 
-from storage import EMBEDDING_DIM, MIGRATIONS, Database, Migration, migrate
+from storage import (
+    EMBEDDING_DIM,
+    MIGRATIONS,
+    Database,
+    JobQueue,
+    MessageStore,
+    Migration,
+    NewMessage,
+    SummaryStore,
+    migrate,
+)
 from storage.models import Base
 
 
@@ -40,18 +50,18 @@ def test_versions_are_ordered_and_unique() -> None:
 
 
 def test_migrate_applies_everything_once(scratch_engine: Engine) -> None:
-    assert migrate(scratch_engine) == [1, 2, 3]
+    assert migrate(scratch_engine) == [1, 2, 3, 4]
     assert migrate(scratch_engine) == []
-    assert versions(scratch_engine) == [1, 2, 3]
+    assert versions(scratch_engine) == [1, 2, 3, 4]
 
 
 def test_failed_migration_leaves_nothing_behind(scratch_engine: Engine) -> None:
-    broken = Migration(4, "broken", ("CREATE TABLE half_done (id int)", "SELECT * FROM missing"))
+    broken = Migration(99, "broken", ("CREATE TABLE half_done (id int)", "SELECT * FROM missing"))
 
     with pytest.raises(ProgrammingError):
         migrate(scratch_engine, (*MIGRATIONS, broken))
 
-    assert versions(scratch_engine) == [1, 2, 3]
+    assert versions(scratch_engine) == [m.version for m in MIGRATIONS]
     assert not inspect(scratch_engine).has_table("half_done")
 
 
@@ -86,9 +96,18 @@ def test_models_match_the_migrated_schema(database: Database) -> None:
         }
         actual_uniques = {c["name"] for c in inspector.get_unique_constraints(table.name)}
         assert model_uniques == actual_uniques, table.name
-        model_keys = {(fk.parent.name, fk.target_fullname) for fk in table.foreign_keys}
+        model_keys = {
+            (
+                tuple(fk.parent.name for fk in constraint.elements),
+                tuple(fk.target_fullname for fk in constraint.elements),
+            )
+            for constraint in table.foreign_key_constraints
+        }
         actual_keys = {
-            (fk["constrained_columns"][0], f"{fk['referred_table']}.{fk['referred_columns'][0]}")
+            (
+                tuple(fk["constrained_columns"]),
+                tuple(f"{fk['referred_table']}.{column}" for column in fk["referred_columns"]),
+            )
             for fk in inspector.get_foreign_keys(table.name)
         }
         assert model_keys == actual_keys, table.name
@@ -108,3 +127,54 @@ def test_embedding_index_is_hnsw_cosine(database: Database) -> None:
 
     assert "USING hnsw (embedding vector_cosine_ops)" in definition
     assert dimension == f"vector({EMBEDDING_DIM})"
+
+
+def test_migration_4_carries_existing_sessions_over_to_their_users(
+    scratch_engine: Engine,
+) -> None:
+    migrate(scratch_engine, MIGRATIONS[:3])
+    with scratch_engine.begin() as connection:
+        for statement in (
+            "INSERT INTO sessions (id, user_id, last_seq) VALUES ('s1', 'alice', 2)",
+            "INSERT INTO sessions (id, user_id, last_seq) VALUES ('s2', 'bob', 1)",
+            """
+            INSERT INTO messages (session_id, seq, role, payload, tokens, client_id, metadata)
+            VALUES ('s1', 1, 'user', '{"role": "user", "content": "a"}', 1, 'c1', '{"k": 1}'),
+                   ('s1', 2, 'assistant', '{"role": "assistant", "content": "b"}', 1, NULL,
+                    DEFAULT),
+                   ('s2', 1, 'user', '{"role": "user", "content": "c"}', 1, NULL, DEFAULT)
+            """,
+            """
+            INSERT INTO session_summaries (session_id, content, kind, boundary_seq, covered,
+                                           version)
+            VALUES ('s1', 'the summary', 'llm', 1, 1, 3)
+            """,
+            "INSERT INTO jobs (kind, user_id, session_id) VALUES ('consolidate', 'alice', 's1')",
+            """
+            INSERT INTO cards (user_id, session_id, text, type, content_hash, embedding)
+            VALUES ('alice', 's1', 'a fact', 'fact', 'h', array_fill(0, ARRAY[384])::vector)
+            """,
+        ):
+            connection.execute(text(statement))
+
+    assert migrate(scratch_engine) == [4]
+
+    database = Database(scratch_engine)
+    messages = MessageStore(database)
+    alice = messages.history("alice", "s1")
+    assert [(m.seq, m.payload["content"], m.metadata) for m in alice] == [
+        (1, "a", {"k": 1}),
+        (2, "b", {}),
+    ]
+    assert alice[0].client_id == "c1"
+    assert messages.history("bob", "s1") == []
+    assert [m.payload["content"] for m in messages.history("bob", "s2")] == ["c"]
+    summary = SummaryStore(database).get("alice", "s1")
+    assert summary is not None and (summary.content, summary.version) == ("the summary", 3)
+    # The carried-over session goes on where it was, and bob can now have his own "s1".
+    assert (
+        messages.append("alice", "s1", [NewMessage(payload={}, role="user", tokens=0)])[0].seq == 3
+    )
+    assert messages.append("bob", "s1", [NewMessage(payload={}, role="user", tokens=0)])[0].seq == 1
+    job = JobQueue(database).claim("w", kinds=["consolidate"])
+    assert job is not None and (job.user_id, job.session_id) == ("alice", "s1")

@@ -1,4 +1,4 @@
-"""Tests of MessageStore in one process: order, idempotency, ownership, validation, walk_back."""
+"""Tests of MessageStore in one process: order, idempotency, users, validation, walk_back."""
 
 import itertools
 import threading
@@ -10,14 +10,11 @@ import pytest
 from sqlalchemy import event
 from storage_samples import assert_complete_and_ordered, user
 
-from storage import (
-    Database,
-    MessageStore,
-    MessageValidationError,
-    NewMessage,
-    SessionOwnershipError,
-    StoredMessage,
-)
+from storage import Database, InvalidInputError, MessageStore, NewMessage, StoredMessage
+
+
+class Rejected(Exception):
+    """What the test validators raise."""
 
 
 def tool_call(call_id: str) -> NewMessage:
@@ -50,8 +47,7 @@ def test_append_then_history_in_order(store: MessageStore, user_id: str, session
     assert [m.payload["content"] for m in history] == ["a", "b", "c"]
     assert [m.seq for m in history] == [1, 2, 3]
     assert history == [*first, *second]
-    assert store.last_seq(user_id, session_id) == 3
-    assert store.session_owner(session_id) == user_id
+    assert {(m.user_id, m.session_id) for m in history} == {(user_id, session_id)}
 
 
 def test_payload_and_metadata_round_trip(
@@ -69,12 +65,12 @@ def test_payload_and_metadata_round_trip(
     assert stored.created_at.tzinfo is not None
 
 
-def test_between_and_tokens_after(store: MessageStore, user_id: str, session_id: str) -> None:
+def test_between(store: MessageStore, user_id: str, session_id: str) -> None:
     store.append(user_id, session_id, [user("x" * n) for n in range(1, 6)])
 
     assert [m.seq for m in store.between(user_id, session_id, 1, 3)] == [2, 3]
-    assert store.tokens_after(user_id, session_id, 2) == (3 + 4 + 5, 3)
-    assert store.tokens_after(user_id, session_id, 5) == (0, 0)
+    assert [m.seq for m in store.between(user_id, session_id, 3, None)] == [4, 5]
+    assert store.between(user_id, session_id, 5, None) == []
 
 
 def test_client_ids_make_appends_idempotent(
@@ -88,48 +84,49 @@ def test_client_ids_make_appends_idempotent(
     assert again[1].seq == 3
     assert [m.client_id for m in store.history(user_id, session_id)] == ["c1", "c2", "c3"]
     assert store.append(user_id, session_id, [user("a", "c1")]) == [first[0]]
-    assert store.last_seq(user_id, session_id) == 3
+    assert len(store.history(user_id, session_id)) == 3
 
 
 def test_client_id_twice_in_one_batch_is_rejected(
     store: MessageStore, user_id: str, session_id: str
 ) -> None:
-    with pytest.raises(ValueError, match="twice"):
+    with pytest.raises(InvalidInputError, match="twice"):
         store.append(user_id, session_id, [user("a", "same"), user("b", "same")])
 
     assert store.history(user_id, session_id) == []
 
 
-def test_session_of_another_user_cannot_be_written_or_read(
+def test_two_users_may_use_the_same_session_id(store: MessageStore, session_id: str) -> None:
+    alice, bob = f"alice-{uuid.uuid4()}", f"bob-{uuid.uuid4()}"
+    store.append(alice, session_id, [user("alice 1", "same-client-id"), user("alice 2")])
+
+    [bobs] = store.append(bob, session_id, [user("bob 1", "same-client-id")])
+
+    assert bobs.seq == 1
+    assert [m.payload["content"] for m in store.history(bob, session_id)] == ["bob 1"]
+    assert [m.payload["content"] for m in store.history(alice, session_id)] == [
+        "alice 1",
+        "alice 2",
+    ]
+
+
+def test_another_users_session_reads_exactly_like_an_unknown_one(
     store: MessageStore, user_id: str, session_id: str
 ) -> None:
-    store.append(user_id, session_id, [user("mine")])
+    store.append(user_id, session_id, [user("mine"), user("also mine")])
     intruder = f"other-{uuid.uuid4()}"
-
-    with pytest.raises(SessionOwnershipError):
-        store.append(intruder, session_id, [user("theirs")])
-    for read in (
-        lambda: store.history(intruder, session_id),
-        lambda: store.between(intruder, session_id, 0, 10),
-        lambda: store.tokens_after(intruder, session_id, 0),
-        lambda: store.last_seq(intruder, session_id),
-        lambda: store.walk_back(intruder, session_id),
-    ):
-        with pytest.raises(SessionOwnershipError):
-            read()
-
-    assert [m.payload["content"] for m in store.history(user_id, session_id)] == ["mine"]
-    assert store.session_owner(session_id) == user_id
-
-
-def test_unknown_session_reads_as_empty(store: MessageStore, user_id: str) -> None:
     unknown = f"nobody-{uuid.uuid4()}"
 
-    assert store.history(user_id, unknown) == []
-    assert list(store.walk_back(user_id, unknown)) == []
-    assert store.last_seq(user_id, unknown) == 0
-    assert store.tokens_after(user_id, unknown, 0) == (0, 0)
-    assert store.session_owner(unknown) is None
+    for probe in (session_id, unknown):
+        assert store.history(intruder, probe) == []
+        assert store.between(intruder, probe, 0, 10) == []
+        assert list(store.walk_back(intruder, probe)) == []
+        assert store.read_increment(intruder, probe, after_seq=0, max_tokens=100) == []
+
+    assert [m.payload["content"] for m in store.history(user_id, session_id)] == [
+        "mine",
+        "also mine",
+    ]
 
 
 def test_validate_sees_the_open_tail_and_the_new_messages(
@@ -150,12 +147,11 @@ def test_rejected_batch_stores_nothing(store: MessageStore, user_id: str, sessio
     store.append(user_id, session_id, [user("hi"), tool_call("c1")])
 
     def reject(tail: list[StoredMessage], fresh: list[NewMessage]) -> None:
-        raise MessageValidationError("c1 is still open")
+        raise Rejected("c1 is still open")
 
-    with pytest.raises(MessageValidationError, match="still open"):
+    with pytest.raises(Rejected, match="still open"):
         store.append(user_id, session_id, [user("next", "n1"), user("more")], validate=reject)
 
-    assert store.last_seq(user_id, session_id) == 2
     assert len(store.history(user_id, session_id)) == 2
     # The rejected client id was not kept either: it can be appended afterwards.
     assert store.append(user_id, session_id, [user("next", "n1")])[0].seq == 3
@@ -238,3 +234,51 @@ def test_walk_back_yields_everything_newest_first_and_stops_at_after_seq(
         8,
     ]
     assert list(store.walk_back(user_id, session_id, after_seq=10)) == []
+
+
+def sized(tokens: int) -> NewMessage:
+    return NewMessage(payload={"role": "user", "content": "t"}, role="user", tokens=tokens)
+
+
+def test_read_increment_stops_before_the_token_limit(
+    store: MessageStore, user_id: str, session_id: str
+) -> None:
+    store.append(user_id, session_id, [sized(n) for n in (10, 20, 30, 40, 50)])
+
+    def seqs(**limits: int) -> list[int]:
+        return [m.seq for m in store.read_increment(user_id, session_id, **limits)]
+
+    assert seqs(after_seq=0, max_tokens=60) == [1, 2, 3]
+    assert seqs(after_seq=0, max_tokens=59) == [1, 2]
+    assert seqs(after_seq=2, max_tokens=1_000) == [3, 4, 5]
+    assert seqs(after_seq=3, max_tokens=1) == [4]  # always at least one message
+    assert seqs(after_seq=0, max_tokens=1_000, max_messages=2) == [1, 2]
+    assert seqs(after_seq=5, max_tokens=1_000) == []
+
+
+def test_read_increment_reads_the_increment_not_the_backlog(
+    store: MessageStore,
+    database: Database,
+    user_id: str,
+    session_id: str,
+    message_queries: list[str],
+) -> None:
+    store.append(user_id, session_id, [sized(1) for _ in range(2_000)])
+    rows: list[int] = []
+
+    def count_rows(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM messages" in statement:
+            rows.append(cursor.rowcount)
+
+    message_queries.clear()
+    event.listen(database.engine, "after_cursor_execute", count_rows)
+    try:
+        increment = store.read_increment(
+            user_id, session_id, after_seq=500, max_tokens=100, batch=64
+        )
+    finally:
+        event.remove(database.engine, "after_cursor_execute", count_rows)
+
+    assert [m.seq for m in increment] == list(range(501, 601))
+    assert len(message_queries) == 2
+    assert sum(rows) == 128  # two batches of 64 rows, whatever the backlog behind them

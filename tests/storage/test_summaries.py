@@ -6,7 +6,7 @@ import uuid
 import pytest
 from storage_samples import user
 
-from storage import Database, MessageStore, SessionOwnershipError, SummaryRecord, SummaryStore
+from storage import Database, InvalidInputError, MessageStore, SummaryRecord, SummaryStore
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def test_boundary_cannot_go_back(
         user_id, session_id, content="a", kind="llm", boundary_seq=5, covered=5, expected_version=0
     )
 
-    with pytest.raises(ValueError, match="boundary"):
+    with pytest.raises(InvalidInputError, match="boundary"):
         summaries.save(
             user_id,
             session_id,
@@ -150,14 +150,13 @@ def test_summaries_are_scoped_by_user(
     summaries: SummaryStore, user_id: str, session_with_messages: str
 ) -> None:
     session_id = session_with_messages
-    summaries.save(
+    mine = summaries.save(
         user_id, session_id, content="a", kind="llm", boundary_seq=1, covered=1, expected_version=0
     )
     intruder = f"other-{uuid.uuid4()}"
 
-    with pytest.raises(SessionOwnershipError):
-        summaries.get(intruder, session_id)
-    with pytest.raises(SessionOwnershipError):
+    assert summaries.get(intruder, session_id) is None
+    with pytest.raises(LookupError):
         summaries.save(
             intruder,
             session_id,
@@ -177,3 +176,43 @@ def test_summaries_are_scoped_by_user(
             covered=1,
             expected_version=0,
         )
+    assert summaries.get(user_id, session_id) == mine
+
+
+def test_two_users_keep_their_own_summary_of_the_same_session_id(
+    database: Database, summaries: SummaryStore, session_id: str
+) -> None:
+    alice, bob = f"alice-{uuid.uuid4()}", f"bob-{uuid.uuid4()}"
+    for owner in (alice, bob):
+        MessageStore(database).append(owner, session_id, [user(owner)])
+        summaries.save(
+            owner,
+            session_id,
+            content=owner,
+            kind="llm",
+            boundary_seq=1,
+            covered=1,
+            expected_version=0,
+        )
+
+    for owner in (alice, bob):
+        summary = summaries.get(owner, session_id)
+        assert summary is not None
+        assert (summary.user_id, summary.content, summary.version) == (owner, owner, 1)
+
+
+def test_summary_content_with_nul_is_a_clear_error(
+    summaries: SummaryStore, user_id: str, session_with_messages: str
+) -> None:
+    with pytest.raises(InvalidInputError, match="NUL"):
+        summaries.save(
+            user_id,
+            session_with_messages,
+            content="a\x00b",
+            kind="llm",
+            boundary_seq=1,
+            covered=1,
+            expected_version=0,
+        )
+
+    assert summaries.get(user_id, session_with_messages) is None
