@@ -12,15 +12,22 @@ from storage import NewMessage
 
 def test_public_names() -> None:
     assert sorted(storage.__all__) == [
+        "Card",
+        "CardFilter",
+        "CardMatch",
+        "CardStore",
+        "CardType",
         "Database",
         "DatabaseUnavailableError",
         "EMBEDDING_DIM",
+        "EmbeddingModelMismatchError",
         "Job",
         "JobQueue",
         "MIGRATIONS",
         "MessageStore",
         "MessageValidationError",
         "Migration",
+        "NewCard",
         "NewMessage",
         "SessionOwnershipError",
         "StorageError",
@@ -29,6 +36,7 @@ def test_public_names() -> None:
         "SummaryRecord",
         "SummaryStore",
         "Validator",
+        "content_hash",
         "default_data_dir",
         "migrate",
     ]
