@@ -21,6 +21,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import tiktoken
 
 from retrieval.fusion import weighted_rrf
 from retrieval.keywords import analyze
+from retrieval.turns import Utterance, turn_card_text
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-dom", 4: "single-hop", 5: "adversar"}
@@ -75,6 +77,14 @@ def session_date(raw: str) -> str:
     """Turn ``1:56 pm on 8 May, 2023`` into ``8 May 2023``."""
     day = raw.split(" on ", 1)[-1]
     return day.replace(",", "").strip()
+
+
+def parse_day(text: str) -> date | None:
+    """Parse ``8 May 2023``; None when the session has no date."""
+    try:
+        return datetime.strptime(text, "%d %B %Y").date()
+    except ValueError:
+        return None
 
 
 def load(path: Path) -> list[Conversation]:
@@ -171,12 +181,18 @@ def build_cards(
             ]
 
         def render(parts: list[Turn], turn: Turn = turn) -> str:
-            lines = [
-                turn_line(p, caption=caption)
-                if speaker
-                else (p.text if not caption or not p.caption else f"{p.text} [image: {p.caption}]")
-                for p in parts
-            ]
+            if speaker and caption and date:
+                # Exactly the product's turn card text.
+                return turn_card_text(
+                    [Utterance(speaker=p.speaker, text=p.text, caption=p.caption) for p in parts],
+                    day=parse_day(turn.date),
+                )
+            lines = []
+            for p in parts:
+                line = p.text
+                if caption and p.caption:
+                    line += f" [shares an image: {p.caption}]"
+                lines.append(f"{p.speaker}: {line}" if speaker else line)
             body = "\n".join(lines)
             return f"[{turn.date}] {body}" if date else body
 
@@ -326,6 +342,14 @@ def select(order: np.ndarray, cards: list[Card], k: int, diversify: bool) -> lis
     return chosen
 
 
+def full_tokens(conversation: Conversation, encoding: tiktoken.Encoding) -> int:
+    """Tokens of the whole conversation: each session's date once, then its turns' lines."""
+    dates = {t.session: t.date for t in conversation.turns}
+    return sum(len(encoding.encode(d)) for d in dates.values()) + sum(
+        len(encoding.encode(turn_line(t))) for t in conversation.turns
+    )
+
+
 def evaluate(
     conversations: list[Conversation],
     cards_of: Callable[[Conversation], list[Card]],
@@ -338,9 +362,7 @@ def evaluate(
     result = Result()
     for conversation in conversations:
         cards = cards_of(conversation)
-        full = sum(len(encoding.encode(turn_line(t))) for t in conversation.turns) + sum(
-            len(encoding.encode(t.date)) for t in conversation.turns if t.text
-        )
+        full = full_tokens(conversation, encoding)
         scorer = score(conversation, cards)
         for question in conversation.questions:
             scores = scorer(question)
@@ -481,10 +503,14 @@ def methods(embeddings: Embeddings) -> dict[str, tuple[Callable[..., list[Card]]
             True,
         ),
         "rrf card ±1 kw2:1, top-300 candidates": (
-            win(1, 1), candidate_rrf_scorer(embeddings, keyword_weight=2.0, candidates=300), True
+            win(1, 1),
+            candidate_rrf_scorer(embeddings, keyword_weight=2.0, candidates=300),
+            True,
         ),
         "rrf card ±1 kw2:1, top-50 candidates": (
-            win(1, 1), candidate_rrf_scorer(embeddings, keyword_weight=2.0, candidates=50), True
+            win(1, 1),
+            candidate_rrf_scorer(embeddings, keyword_weight=2.0, candidates=50),
+            True,
         ),
         "bm25 chunks of 3": (lambda c: build_chunks(c, 3), bm25_scorer(), False),
         "rrf chunks of 3 kw2:1": (
