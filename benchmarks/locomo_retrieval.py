@@ -310,6 +310,7 @@ class Result:
     recall: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     mrr: list[float] = field(default_factory=list)
     share: list[float] = field(default_factory=list)
+    by_conversation: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
     def row(self, name: str) -> str:
         every = [v for values in self.recall.values() for v in values]
@@ -371,6 +372,7 @@ def evaluate(
             found = set().union(*(c.sources for c in top)) if top else set()
             hits = sum(1 for e in question.evidence if e in found)
             result.recall[question.category].append(hits / len(question.evidence))
+            result.by_conversation[conversation.sample_id].append(hits / len(question.evidence))
             first = next(
                 (r for r, c in enumerate(top) if set(c.sources) & set(question.evidence)), None
             )
@@ -536,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default="", help="names separated by | (default: all)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/stratamem-locomo-embeddings.pkl"))
     parser.add_argument("--store", action="store_true", help="also run through the CardStore")
+    parser.add_argument(
+        "--by-conversation", action="store_true", help="also print recall per conversation"
+    )
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"skipped: no LoCoMo data at {args.data} (see shared/data/README.md)")
@@ -561,6 +566,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         embeddings.save()
         print(result.row(name), f"{time.perf_counter() - started:5.1f}s", flush=True)
+        if args.by_conversation:
+            print(
+                "    "
+                + "  ".join(
+                    f"{sample} {np.mean(values):.3f}"
+                    for sample, values in result.by_conversation.items()
+                )
+            )
     if args.store:
         from benchmarks.locomo_store import run_store
 

@@ -1,4 +1,4 @@
-"""Fixtures of the retrieval tests: the real MiniLM model and a card index on the embedded Postgres."""
+"""Fixtures of the retrieval tests: the real MiniLM model and a card index on the test database."""
 
 import pytest
 

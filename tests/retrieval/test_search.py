@@ -13,7 +13,6 @@ from retrieval import (
     HashingEmbedder,
     SentenceTransformerEmbedder,
 )
-from storage import CardStore
 
 FACTS = [
     "My daughter is called Emma.",

@@ -1,4 +1,4 @@
-"""A child process that adds one card at the parent's signal: ``python cards_child.py URL USER SOURCE``."""
+"""A child process adding one card on the parent's signal: ``cards_child.py URL USER SOURCE``."""
 
 import sys
 

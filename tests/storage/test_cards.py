@@ -154,7 +154,7 @@ def test_pin_and_unpin(store: CardStore, user_id: str) -> None:
 
 
 def test_delete_by_card_session_and_user(store: CardStore, user_id: str) -> None:
-    a, b, c = store.add(
+    a, _, c = store.add(
         user_id,
         [
             new_card("alpha one", session_id="s1"),
