@@ -8,6 +8,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed-${extras:-base}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    # torch first: its pin in pyproject.toml then resolves to the CPU build already installed,
+    # not to the much larger default build with CUDA libraries.
+    .venv/bin/pip install --quiet "torch==2.13.0"
     .venv/bin/pip install --quiet -e ".${extras:+[$extras]}"
     touch "$stamp"
 fi

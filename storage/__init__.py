@@ -1,5 +1,15 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
+from storage.cards import (
+    Card,
+    CardFilter,
+    CardMatch,
+    CardStore,
+    CardType,
+    EmbeddingModelMismatchError,
+    NewCard,
+    content_hash,
+)
 from storage.engine import Database, default_data_dir
 from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
 from storage.inputs import MAX_ID_LENGTH
@@ -13,13 +23,20 @@ __all__ = [
     "EMBEDDING_DIM",
     "MAX_ID_LENGTH",
     "MIGRATIONS",
+    "Card",
+    "CardFilter",
+    "CardMatch",
+    "CardStore",
+    "CardType",
     "Database",
     "DatabaseUnavailableError",
+    "EmbeddingModelMismatchError",
     "InvalidInputError",
     "Job",
     "JobQueue",
     "MessageStore",
     "Migration",
+    "NewCard",
     "NewMessage",
     "StorageError",
     "StoredMessage",
@@ -27,6 +44,7 @@ __all__ = [
     "SummaryRecord",
     "SummaryStore",
     "Validator",
+    "content_hash",
     "default_data_dir",
     "migrate",
 ]

@@ -201,6 +201,79 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        5,
+        "cards for long-term memory: times, validity, sources, keyword terms, embedding model",
+        (
+            # The cards table of migration 2 was never used; its shape (a foreign key to the
+            # sessions' primary key, no times) does not fit cards, so it is replaced.
+            "DROP TABLE cards",
+            f"""
+            CREATE TABLE cards (
+                id bigserial PRIMARY KEY,
+                user_id text NOT NULL,
+                type text NOT NULL,
+                text text NOT NULL,
+                topic text,
+                tags text[] NOT NULL DEFAULT '{{}}',
+                session_id text,
+                source_message_ids bigint[] NOT NULL DEFAULT '{{}}',
+                source_client_ids text[] NOT NULL DEFAULT '{{}}',
+                observed_at timestamptz NOT NULL DEFAULT now(),
+                occurred_at timestamptz,
+                valid_from timestamptz NOT NULL DEFAULT now(),
+                valid_to timestamptz,
+                superseded_by bigint,
+                pinned boolean NOT NULL DEFAULT false,
+                content_hash text NOT NULL,
+                embedding vector({EMBEDDING_DIM}) NOT NULL,
+                keyword_length integer NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                CONSTRAINT uq_cards_user_content_hash UNIQUE (user_id, content_hash),
+                CONSTRAINT ck_cards_type CHECK (
+                    type IN ('fact', 'preference', 'task', 'event', 'profile', 'turn')
+                )
+            )
+            """,
+            "CREATE INDEX ix_cards_user_session ON cards (user_id, session_id)",
+            "CREATE INDEX ix_cards_user_type ON cards (user_id, type)",
+            "CREATE INDEX ix_cards_user_observed ON cards (user_id, observed_at)",
+            "CREATE INDEX ix_cards_user_occurred ON cards (user_id, occurred_at)",
+            "CREATE INDEX ix_cards_user_pinned ON cards (user_id) WHERE pinned",
+            # HNSW cannot lead with user_id; it serves users with many cards (see CardStore).
+            """
+            CREATE INDEX ix_cards_embedding_hnsw ON cards
+            USING hnsw (embedding vector_cosine_ops)
+            """,
+            # Keyword terms computed in Python (CJK bigrams, stems): one row per card and term,
+            # user first, so BM25 statistics are per user and exact.
+            """
+            CREATE TABLE card_terms (
+                user_id text NOT NULL,
+                term text NOT NULL,
+                card_id bigint NOT NULL,
+                frequency integer NOT NULL,
+                PRIMARY KEY (user_id, term, card_id)
+            )
+            """,
+            "CREATE INDEX ix_card_terms_user_card ON card_terms (user_id, card_id)",
+            """
+            CREATE TABLE card_stats (
+                user_id text PRIMARY KEY,
+                cards bigint NOT NULL,
+                keyword_length bigint NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE card_embedding_model (
+                singleton boolean PRIMARY KEY DEFAULT true,
+                name text NOT NULL,
+                dimension integer NOT NULL,
+                CONSTRAINT ck_card_embedding_model_singleton CHECK (singleton)
+            )
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

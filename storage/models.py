@@ -7,7 +7,6 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
-    ForeignKey,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -24,7 +23,17 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from storage.migrations import EMBEDDING_DIM
 from storage.records import SummaryKind
 
-__all__ = ["Base", "CardRow", "JobRow", "MessageRow", "SessionRow", "SummaryRow"]
+__all__ = [
+    "Base",
+    "CardEmbeddingModelRow",
+    "CardRow",
+    "CardStatsRow",
+    "CardTermRow",
+    "JobRow",
+    "MessageRow",
+    "SessionRow",
+    "SummaryRow",
+]
 
 # Every timestamp is timestamptz and defaults to the database clock, never the client's.
 _Timestamp = TIMESTAMP(timezone=True)
@@ -114,12 +123,20 @@ class SummaryRow(Base):
 
 
 class CardRow(Base):
-    """A long-term memory card of one user, with its embedding."""
+    """A long-term memory card of one user, with its embedding (migration 5)."""
 
     __tablename__ = "cards"
     __table_args__ = (
         UniqueConstraint("user_id", "content_hash", name="uq_cards_user_content_hash"),
-        Index("ix_cards_user_id", "user_id"),
+        CheckConstraint(
+            "type IN ('fact', 'preference', 'task', 'event', 'profile', 'turn')",
+            name="ck_cards_type",
+        ),
+        Index("ix_cards_user_session", "user_id", "session_id"),
+        Index("ix_cards_user_type", "user_id", "type"),
+        Index("ix_cards_user_observed", "user_id", "observed_at"),
+        Index("ix_cards_user_occurred", "user_id", "occurred_at"),
+        Index("ix_cards_user_pinned", "user_id", postgresql_where=sql_text("pinned")),
         Index(
             "ix_cards_embedding_hnsw",
             "embedding",
@@ -130,20 +147,61 @@ class CardRow(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(Text)
-    session_id: Mapped[str | None] = mapped_column(Text)
-    text: Mapped[str] = mapped_column(Text)
     type: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
     topic: Mapped[str | None] = mapped_column(Text)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sql_text("'{}'"))
+    session_id: Mapped[str | None] = mapped_column(Text)
     source_message_ids: Mapped[list[int]] = mapped_column(
         ARRAY(BigInteger), server_default=sql_text("'{}'")
     )
-    valid: Mapped[bool] = mapped_column(server_default=sql_text("true"))
-    superseded_by: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("cards.id"))
+    source_client_ids: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=sql_text("'{}'")
+    )
+    observed_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
+    occurred_at: Mapped[datetime | None] = mapped_column(_Timestamp)
+    valid_from: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
+    valid_to: Mapped[datetime | None] = mapped_column(_Timestamp)
+    # No foreign key: checking one on every delete would scan all users' cards.
+    superseded_by: Mapped[int | None] = mapped_column(BigInteger)
     pinned: Mapped[bool] = mapped_column(server_default=sql_text("false"))
     content_hash: Mapped[str] = mapped_column(Text)
     embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM))
+    keyword_length: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
+
+
+class CardTermRow(Base):
+    """How often a keyword term occurs in a card; the keyword index, user first."""
+
+    __tablename__ = "card_terms"
+    __table_args__ = (Index("ix_card_terms_user_card", "user_id", "card_id"),)
+
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    term: Mapped[str] = mapped_column(Text, primary_key=True)
+    card_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    frequency: Mapped[int] = mapped_column(Integer)
+
+
+class CardStatsRow(Base):
+    """Per-user keyword statistics for BM25: how many cards, how many terms in all."""
+
+    __tablename__ = "card_stats"
+
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    cards: Mapped[int] = mapped_column(BigInteger)
+    keyword_length: Mapped[int] = mapped_column(BigInteger)
+
+
+class CardEmbeddingModelRow(Base):
+    """The one embedding model whose vectors the cards table holds."""
+
+    __tablename__ = "card_embedding_model"
+    __table_args__ = (CheckConstraint("singleton", name="ck_card_embedding_model_singleton"),)
+
+    singleton: Mapped[bool] = mapped_column(primary_key=True, server_default=sql_text("true"))
+    name: Mapped[str] = mapped_column(Text)
+    dimension: Mapped[int] = mapped_column(Integer)
 
 
 class JobRow(Base):

@@ -12,9 +12,15 @@ from storage import NewMessage
 
 def test_public_names() -> None:
     assert sorted(storage.__all__) == [
+        "Card",
+        "CardFilter",
+        "CardMatch",
+        "CardStore",
+        "CardType",
         "Database",
         "DatabaseUnavailableError",
         "EMBEDDING_DIM",
+        "EmbeddingModelMismatchError",
         "InvalidInputError",
         "Job",
         "JobQueue",
@@ -22,6 +28,7 @@ def test_public_names() -> None:
         "MIGRATIONS",
         "MessageStore",
         "Migration",
+        "NewCard",
         "NewMessage",
         "StorageError",
         "StoredMessage",
@@ -29,6 +36,7 @@ def test_public_names() -> None:
         "SummaryRecord",
         "SummaryStore",
         "Validator",
+        "content_hash",
         "default_data_dir",
         "migrate",
     ]

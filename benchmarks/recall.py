@@ -1,0 +1,189 @@
+"""Card search latency for one user among many, exact scan vs HNSW, and the index's recall@10.
+
+    python -m benchmarks.recall [--data-dir /tmp/stratamem-bench-recall] [--queries 200]
+
+Loads (once; later runs reuse the folder) a cards table of many users: 10 users with 10,000
+cards each, one user with 10,000 and one with 100,000 (210,000 rows), with random unit vectors
+and random keyword terms generated inside Postgres (embedding 210,000 texts with MiniLM on two
+cores would take most of an hour, and latency does not depend on what the vectors mean). Then,
+for the 10k and the 100k user: vector search p50/p95 by exact scan and by the index (k=10),
+the index's recall@10 against the exact scan, and the whole hybrid ``CardIndex.search``
+(vector + BM25 + fusion + fetching the cards; the query's embedding is given, not computed).
+"""
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import text
+
+from retrieval import MINILM_DIMENSION, MINILM_NAME, CardIndex, normalize
+from storage import CardStore, Database
+
+USERS = {"bench-10k": 10_000, "bench-100k": 100_000}
+CROWD = {f"bench-crowd-{i}": 10_000 for i in range(10)}
+VOCABULARY = 5_000
+TERMS_PER_CARD = 8
+
+
+class GivenVector:
+    """An embedder that returns a prepared vector, so the benchmark times search, not MiniLM."""
+
+    name = MINILM_NAME
+    dimension = MINILM_DIMENSION
+
+    def __init__(self) -> None:
+        self.vector: list[float] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.vector for _ in texts]
+
+
+def load(database: Database, user_id: str, count: int) -> None:
+    """Insert ``count`` cards of random vectors and random terms for a user, in SQL."""
+    with database.transaction() as session:
+        done = session.execute(
+            text("SELECT cards FROM card_stats WHERE user_id = :u"), {"u": user_id}
+        ).scalar_one_or_none()
+        if done == count:
+            return
+        session.execute(
+            text(
+                """
+                INSERT INTO cards (user_id, type, text, content_hash, embedding, keyword_length)
+                SELECT :u, 'fact', 'card ' || g, md5(:u || g),
+                       (SELECT array_agg(random() - 0.5 + g * 0) FROM generate_series(1, 384))
+                           ::vector,
+                       :terms
+                FROM generate_series(1, :n) AS g
+                """
+            ),
+            {"u": user_id, "n": count, "terms": TERMS_PER_CARD},
+        )
+        # Zipf-like term choice: a few common terms, a long tail of rare ones.
+        session.execute(
+            text(
+                """
+                INSERT INTO card_terms (user_id, term, card_id, frequency)
+                SELECT :u, term, id, count(*) FROM (
+                    SELECT c.id, 'w' || floor(power(random(), 3) * :v)::int AS term
+                    FROM cards AS c, generate_series(1, :t) AS i
+                    WHERE c.user_id = :u
+                ) AS t GROUP BY term, id
+                """
+            ),
+            {"u": user_id, "v": VOCABULARY, "t": TERMS_PER_CARD},
+        )
+        session.execute(
+            text(
+                "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :n, :l) "
+                "ON CONFLICT (user_id) DO UPDATE SET cards = :n, keyword_length = :l"
+            ),
+            {"u": user_id, "n": count, "l": count * TERMS_PER_CARD},
+        )
+
+
+def timed(call: Callable[[], object], runs: int) -> tuple[float, float]:
+    """Return p50 and p95 in milliseconds of ``runs`` calls (after 5 warm-up calls)."""
+    for _ in range(5):
+        call()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - started) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+def measure(
+    store: CardStore,
+    index: CardIndex,
+    given: GivenVector,
+    user_id: str,
+    count: int,
+    runs: int,
+    rng: random.Random,
+) -> None:
+    """Print exact, index and hybrid latency for one user, and the index's recall@10."""
+    queries = [normalize([rng.gauss(0, 1) for _ in range(384)]) for _ in range(runs)]
+    exact = [store.search_vector(user_id, q, limit=10, method="exact") for q in queries]
+    indexed = [store.search_vector(user_id, q, limit=10, method="index") for q in queries]
+    assert all(len(found) == 10 for found in indexed), "the index returned fewer than k"
+    overlap = statistics.mean(
+        len({m.card_id for m in e} & {m.card_id for m in i}) / 10
+        for e, i in zip(exact, indexed, strict=True)
+    )
+    methods: tuple[Literal["exact", "index"], ...] = ("exact", "index")
+    for method in methods:
+        cycle = iter(queries * 100)
+
+        def vector(
+            m: Literal["exact", "index"] = method, c: Iterator[list[float]] = cycle
+        ) -> object:
+            return store.search_vector(user_id, next(c), limit=10, method=m)
+
+        p50, p95 = timed(vector, runs)
+        recall = overlap if method == "index" else 1.0
+        print(f"{count:>10} {method:>8} {p50:8.2f} {p95:8.2f} {recall:9.3f}", flush=True)
+    vectors = iter(queries * 100)
+    words = iter([f"w{rng.randrange(200)}" for _ in range(runs * 3)] * 100)
+
+    def hybrid() -> object:
+        given.vector = next(vectors)
+        return index.search(user_id, " ".join(next(words) for _ in range(3)), k=10)
+
+    p50, p95 = timed(hybrid, runs)
+    print(f"{count:>10} {'hybrid':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/stratamem-bench-recall"))
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args(argv)
+    database = Database.open(None, data_dir=args.data_dir)
+    store = CardStore(database, model=MINILM_NAME, dimension=MINILM_DIMENSION)
+    started = time.perf_counter()
+    everyone = {**CROWD, **USERS}
+    if store.count("bench-100k") != USERS["bench-100k"]:
+        # Building the HNSW graph once after loading is much faster than row by row.
+        with database.transaction() as session:
+            session.execute(text("DROP INDEX IF EXISTS ix_cards_embedding_hnsw"))
+        for user_id, count in everyone.items():
+            load(database, user_id, count)
+            print(f"loaded {user_id} ({time.perf_counter() - started:.0f}s)", flush=True)
+    with database.transaction() as session:
+        session.execute(text("SET LOCAL maintenance_work_mem = '2GB'"))
+        session.execute(
+            text(
+                "CREATE INDEX IF NOT EXISTS ix_cards_embedding_hnsw ON cards "
+                "USING hnsw (embedding vector_cosine_ops)"
+            )
+        )
+    with database.engine.connect() as connection:
+        total = connection.execute(text("SELECT count(*) FROM cards")).scalar_one()
+        connection.execute(text("ANALYZE cards"))
+        connection.execute(text("ANALYZE card_terms"))
+        connection.commit()
+    print(f"{total} cards in the table (loaded in {time.perf_counter() - started:.0f}s)")
+    rng = random.Random(1)
+    given = GivenVector()
+    index = CardIndex(store, given)
+    print(
+        f"{'cards/user':>10} {'method':>8} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}",
+        flush=True,
+    )
+    for user_id, count in USERS.items():
+        measure(store, index, given, user_id, count, args.queries, rng)
+    database.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

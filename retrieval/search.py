@@ -1,0 +1,233 @@
+"""``CardIndex``: cards embedded and keyword-indexed on the way in, hybrid search on the way out."""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from retrieval.embedder import Embedder
+from retrieval.errors import EmbedderMismatchError
+from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
+from retrieval.keywords import analyze, term_frequencies
+from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
+
+__all__ = ["KEYWORD_WEIGHT", "CardDraft", "CardIndex", "ScoredCard"]
+
+#: Weight of the keyword ranking against the vector ranking (1.0) in the fusion; measured on
+#: LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
+KEYWORD_WEIGHT = 2.0
+
+# How many candidates each ranking contributes before fusion, at least.
+_MIN_CANDIDATES = 100
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CardDraft(_Record):
+    """A card to add before it is embedded: ``NewCard`` without the vector and terms."""
+
+    type: CardType
+    text: str = Field(min_length=1)
+    topic: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+    source_message_ids: list[int] = Field(default_factory=list)
+    source_client_ids: list[str] = Field(default_factory=list)
+    observed_at: datetime | None = None
+    occurred_at: datetime | None = None
+    pinned: bool = False
+
+
+class ScoredCard(_Record):
+    """A recalled card with its fused score and the two scores it was fused from.
+
+    Attributes:
+        card: The card.
+        score: The fused score in (0, 1]: 1 means first in both rankings.
+        similarity: Cosine similarity between the query and the card.
+        keyword_score: BM25 score of the card for the query's terms (0 when none matched).
+    """
+
+    card: Card
+    score: float
+    similarity: float
+    keyword_score: float
+
+
+class CardIndex:
+    """Adds cards with their embedding and keyword terms, and searches them (vector + BM25)."""
+
+    def __init__(
+        self,
+        store: CardStore,
+        embedder: Embedder,
+        *,
+        keyword_weight: float = KEYWORD_WEIGHT,
+        rrf_k: int = DEFAULT_RRF_K,
+    ) -> None:
+        """Combine a card store with the embedder its vectors come from.
+
+        Args:
+            store: The card store.
+            embedder: The embedder; must be the model the store was opened with.
+            keyword_weight: Weight of the keyword ranking in the fusion (the vector one is 1).
+            rrf_k: The reciprocal-rank-fusion constant.
+
+        Raises:
+            EmbedderMismatchError: The store was opened for another model or dimension.
+        """
+        if (store.model, store.dimension) != (embedder.name, embedder.dimension):
+            raise EmbedderMismatchError(
+                f"the card store holds {store.model!r} ({store.dimension}) vectors, "
+                f"the embedder is {embedder.name!r} ({embedder.dimension})"
+            )
+        self._store = store
+        self._embedder = embedder
+        self._weights = (1.0, keyword_weight)
+        self._rrf_k = rrf_k
+
+    @property
+    def store(self) -> CardStore:
+        """The underlying card store."""
+        return self._store
+
+    def add(self, user_id: str, drafts: Sequence[CardDraft]) -> list[Card]:
+        """Embed, analyse and store cards (one embedding batch for all of them).
+
+        Returns:
+            The stored cards in order; a card the user already had merges its sources.
+        """
+        if not drafts:
+            return []
+        vectors = self._embedder.embed([draft.text for draft in drafts])
+        cards = [
+            NewCard(**draft.model_dump(), embedding=vector, terms=term_frequencies(draft.text))
+            for draft, vector in zip(drafts, vectors, strict=True)
+        ]
+        return self._store.add(user_id, cards)
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        k: int = 4,
+        types: Sequence[CardType] | None = None,
+        session_id: str | None = None,
+        topic: str | None = None,
+        tags: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float | None = None,
+        include_superseded: bool = False,
+        diversify: bool = True,
+    ) -> list[ScoredCard]:
+        """Return the user's ``k`` cards best matching ``query``, best first.
+
+        The vector ranking (cosine) and the keyword ranking (BM25 over ``analyze``'s terms)
+        each contribute their top candidates; they are fused by weighted reciprocal rank.
+        Every filter is applied in SQL, inside both rankings.
+
+        Args:
+            user_id: The owner; no other user's card is ever returned.
+            query: The (rewritten) query.
+            k: How many cards at most.
+            types: Only these card types.
+            session_id: Only cards of this session.
+            topic: Only cards with this topic.
+            tags: Only cards carrying all these tags.
+            since: Only cards whose time (occurred, else observed) is at or after this.
+            until: Only cards whose time is before this.
+            min_score: Drop cards whose cosine similarity to the query is below this.
+            include_superseded: Also search cards a newer card replaced.
+            diversify: Skip a card all of whose sources are in cards ranked above it (turn
+                cards that overlap their neighbours), so ``k`` cards cover more.
+
+        Returns:
+            At most ``k`` scored cards; fewer only when fewer pass the filters.
+        """
+        if k <= 0:
+            return []
+        where = CardFilter(
+            types=tuple(types) if types is not None else None,
+            session_id=session_id,
+            topic=topic,
+            tags=tuple(tags) if tags else None,
+            since=since,
+            until=until,
+            include_superseded=include_superseded,
+        )
+        limit = max(_MIN_CANDIDATES, 5 * k)
+        [vector] = self._embedder.embed([query])
+        dense = self._store.search_vector(user_id, vector, limit=limit, where=where)
+        keyword = self._store.search_keywords(user_id, analyze(query), limit=limit, where=where)
+        similarity = {match.card_id: match.score for match in dense}
+        missing = [m.card_id for m in keyword if m.card_id not in similarity]
+        similarity.update(self._store.similarities(user_id, vector, missing))
+        bm25 = {match.card_id: match.score for match in keyword}
+        fused = weighted_rrf(
+            [[m.card_id for m in dense], [m.card_id for m in keyword]],
+            self._weights,
+            k=self._rrf_k,
+        )
+        best = sum(self._weights) / (self._rrf_k + 1)
+        ranked = [
+            (card_id, score / best)
+            for card_id, score in fused
+            if min_score is None or similarity.get(card_id, -1.0) >= min_score
+        ]
+        chosen: list[ScoredCard] = []
+        covered: set[str] = set()
+        # Cards are fetched a few more than k at a time: diversifying may skip some.
+        for start in range(0, len(ranked), 3 * k):
+            pool = ranked[start : start + 3 * k]
+            cards = {c.id: c for c in self._store.get_many(user_id, [i for i, _ in pool])}
+            for card_id, score in pool:
+                card = cards.get(card_id)
+                if card is None:  # deleted between the queries
+                    continue
+                sources = _sources(card)
+                if diversify and sources and sources <= covered:
+                    continue
+                covered |= sources
+                chosen.append(
+                    ScoredCard(
+                        card=card,
+                        score=score,
+                        similarity=similarity.get(card_id, 0.0),
+                        keyword_score=bm25.get(card_id, 0.0),
+                    )
+                )
+                if len(chosen) == k:
+                    return chosen
+        return chosen
+
+    def similar(
+        self, user_id: str, text: str, *, threshold: float, limit: int = 5
+    ) -> list[ScoredCard]:
+        """Return the user's current cards whose cosine similarity to ``text`` is >= threshold.
+
+        The de-duplication helper: a new card with a near-duplicate should merge into it.
+
+        Returns:
+            The near-duplicates, most similar first; ``score`` and ``similarity`` are the cosine.
+        """
+        [vector] = self._embedder.embed([text])
+        matches = [
+            m
+            for m in self._store.search_vector(user_id, vector, limit=limit)
+            if m.score >= threshold
+        ]
+        cards = {c.id: c for c in self._store.get_many(user_id, [m.card_id for m in matches])}
+        return [
+            ScoredCard(card=cards[m.card_id], score=m.score, similarity=m.score, keyword_score=0.0)
+            for m in matches
+            if m.card_id in cards
+        ]
+
+
+def _sources(card: Card) -> set[str]:
+    """A card's sources as comparable keys (stored ids and client ids)."""
+    return {f"m{i}" for i in card.source_message_ids} | {f"c{i}" for i in card.source_client_ids}

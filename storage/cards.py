@@ -1,0 +1,639 @@
+"""``CardStore``: a user's long-term memory cards, their keyword terms and embeddings, in Postgres.
+
+Storage does no text analysis and computes no embeddings: callers (``retrieval``) hand it the
+vector and the keyword terms of each card, and the same for queries.
+"""
+
+import hashlib
+import unicodedata
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Connection, Row, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.types import BigInteger, Text
+
+from storage.engine import Database
+from storage.errors import StorageError
+from storage.migrations import EMBEDDING_DIM
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "Card",
+    "CardFilter",
+    "CardMatch",
+    "CardStore",
+    "CardType",
+    "EmbeddingModelMismatchError",
+    "NewCard",
+    "content_hash",
+]
+
+CardType = Literal["fact", "preference", "task", "event", "profile", "turn"]
+
+#: Okapi BM25 parameters of the keyword search (the usual defaults).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+#: Users with more cards than this are searched through the HNSW index, fewer by an exact scan
+#: of their own rows (measured in BENCHMARKS.md, "Card search latency").
+EXACT_SCAN_MAX_CARDS = 20_000
+
+# HNSW candidates per search: pgvector 0.6 filters by user after the index scan, so a user with
+# a share of the table gets about ef_search * share rows; too few falls back to the exact scan.
+_EF_SEARCH = 400
+
+
+class EmbeddingModelMismatchError(StorageError):
+    """The database holds embeddings of another model or dimension than the one given."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NewCard(_Record):
+    """A card to add, with its embedding and keyword terms computed by the caller.
+
+    Attributes:
+        type: What kind of memory it is; ``turn`` is an archived raw message.
+        text: The self-contained statement (what is recalled and shown to the model).
+        embedding: Its normalized embedding, ``EMBEDDING_DIM`` floats.
+        terms: Its keyword terms with their counts (see ``retrieval.keywords``).
+        topic: An optional topic.
+        tags: Optional tags.
+        session_id: The session it came from, if any.
+        source_message_ids: Stored ids of the messages it came from.
+        source_client_ids: Client ids of those messages.
+        observed_at: When it was said; the database clock when None.
+        occurred_at: When it happened, where the text says so.
+        pinned: Whether it is always in the context.
+    """
+
+    type: CardType
+    text: str = Field(min_length=1)
+    embedding: list[float] = Field(min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
+    terms: dict[str, int] = Field(default_factory=dict)
+    topic: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+    source_message_ids: list[int] = Field(default_factory=list)
+    source_client_ids: list[str] = Field(default_factory=list)
+    observed_at: datetime | None = None
+    occurred_at: datetime | None = None
+    pinned: bool = False
+
+
+class Card(_Record):
+    """A stored card, without its embedding; ``valid_to`` is set once it was superseded."""
+
+    id: int
+    user_id: str
+    type: CardType
+    text: str
+    topic: str | None
+    tags: list[str]
+    session_id: str | None
+    source_message_ids: list[int]
+    source_client_ids: list[str]
+    observed_at: datetime
+    occurred_at: datetime | None
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: int | None
+    pinned: bool
+    created_at: datetime
+
+
+class CardMatch(_Record):
+    """One search hit: a card id and its score (cosine similarity or BM25)."""
+
+    card_id: int
+    score: float
+
+
+class CardFilter(_Record):
+    """Restrictions on the cards searched or listed; every one is applied in SQL.
+
+    ``since``/``until`` compare a card's time: when it happened where known, else when it was
+    said (``coalesce(occurred_at, observed_at)``); ``since`` is inclusive, ``until`` exclusive.
+    """
+
+    types: tuple[CardType, ...] | None = None
+    session_id: str | None = None
+    topic: str | None = None
+    tags: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_superseded: bool = False
+    pinned: bool | None = None
+
+
+_NO_FILTER = CardFilter()
+
+_CARD_COLUMNS = (
+    "id, user_id, type, text, topic, tags, session_id, source_message_ids, source_client_ids, "
+    "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at"
+)
+
+
+def content_hash(card_type: str, text_: str) -> str:
+    """Return the hash that identifies a card's content for one user.
+
+    Args:
+        card_type: The card's type.
+        text_: Its text; compared after NFKC normalization, case folding and collapsing spaces.
+
+    Returns:
+        A hex SHA-256 digest.
+    """
+    normalized = " ".join(unicodedata.normalize("NFKC", text_).casefold().split())
+    return hashlib.sha256(f"{card_type}\n{normalized}".encode()).hexdigest()
+
+
+class CardStore:
+    """The cards of every user; every method is scoped by ``user_id``.
+
+    Opening checks that the database's cards were embedded by the same model and dimension.
+    """
+
+    def __init__(self, database: Database, *, model: str, dimension: int) -> None:
+        """Open the card store, recording the embedding model on first use.
+
+        Args:
+            database: The database to use.
+            model: The name of the embedding model whose vectors are stored.
+            dimension: Its dimension; must be ``EMBEDDING_DIM``.
+
+        Raises:
+            EmbeddingModelMismatchError: The database holds vectors of another model or size.
+        """
+        if dimension != EMBEDDING_DIM:
+            raise EmbeddingModelMismatchError(
+                f"embedding dimension {dimension} does not fit the cards table "
+                f"(vector({EMBEDDING_DIM})): use a {EMBEDDING_DIM}-dimensional model"
+            )
+        self._database = database
+        with database.transaction() as session:
+            session.execute(
+                text(
+                    "INSERT INTO card_embedding_model (name, dimension) VALUES (:name, :dim) "
+                    "ON CONFLICT (singleton) DO NOTHING"
+                ),
+                {"name": model, "dim": dimension},
+            )
+            stored = session.execute(text("SELECT name, dimension FROM card_embedding_model")).one()
+        if (stored.name, stored.dimension) != (model, dimension):
+            raise EmbeddingModelMismatchError(
+                f"the cards in this database were embedded with {stored.name!r} "
+                f"({stored.dimension} dimensions), not {model!r} ({dimension}); "
+                "re-embed them or use that model"
+            )
+        self.model = model
+        self.dimension = dimension
+
+    # --- writing --------------------------------------------------------------------------
+
+    def add(self, user_id: str, cards: Sequence[NewCard]) -> list[Card]:
+        """Store cards; a card whose content the user already has merges its sources instead.
+
+        Identity is the normalized content hash, enforced by a unique constraint, so two
+        processes adding the same card at once store one row.
+
+        Args:
+            user_id: The owner.
+            cards: The cards; duplicates inside the batch are merged too.
+
+        Returns:
+            The stored cards, in the order given (a merged duplicate appears once per mention).
+        """
+        if not cards:
+            return []
+        merged: dict[str, NewCard] = {}
+        order: list[str] = []
+        for card in cards:
+            key = content_hash(card.type, card.text)
+            order.append(key)
+            if key in merged:
+                first = merged[key]
+                merged[key] = first.model_copy(
+                    update={
+                        "source_message_ids": _union(
+                            first.source_message_ids, card.source_message_ids
+                        ),
+                        "source_client_ids": _union(
+                            first.source_client_ids, card.source_client_ids
+                        ),
+                    }
+                )
+            else:
+                merged[key] = card
+        stored: dict[str, Card] = {}
+        added_cards = 0
+        added_terms = 0
+        with self._database.transaction() as session:
+            connection = session.connection()
+            # One lock order for every writer (by hash), so two batches cannot deadlock.
+            for key in sorted(merged):
+                row, inserted = _upsert(connection, user_id, key, merged[key])
+                stored[key] = _card(row)
+                if inserted:
+                    terms = merged[key].terms
+                    if terms:
+                        connection.execute(
+                            text(
+                                "INSERT INTO card_terms (user_id, term, card_id, frequency) "
+                                "SELECT :user_id, t.term, :card_id, t.frequency "
+                                "FROM unnest(CAST(:terms AS text[]), CAST(:freqs AS int[])) "
+                                "AS t(term, frequency)"
+                            ),
+                            {
+                                "user_id": user_id,
+                                "card_id": row.id,
+                                "terms": list(terms),
+                                "freqs": list(terms.values()),
+                            },
+                        )
+                    added_cards += 1
+                    added_terms += sum(terms.values())
+            if added_cards:
+                _bump_stats(connection, user_id, added_cards, added_terms)
+        return [stored[key] for key in order]
+
+    def supersede(self, user_id: str, old_id: int, new_id: int) -> Card:
+        """Close an old card because a newer one replaces it; the old card is kept.
+
+        Args:
+            user_id: The owner of both cards.
+            old_id: The card no longer valid.
+            new_id: The card that replaces it.
+
+        Returns:
+            The old card with ``valid_to`` (the new card's ``valid_from``) and ``superseded_by``.
+
+        Raises:
+            LookupError: Either card is not one of the user's.
+            ValueError: The two ids are the same.
+        """
+        if old_id == new_id:
+            raise ValueError("a card cannot supersede itself")
+        with self._database.transaction() as session:
+            row = session.execute(
+                text(
+                    f"UPDATE cards AS old SET superseded_by = new.id, "
+                    f"valid_to = greatest(new.valid_from, old.valid_from) "
+                    f"FROM cards AS new "
+                    f"WHERE old.user_id = :user_id AND old.id = :old_id "
+                    f"AND new.user_id = :user_id AND new.id = :new_id "
+                    f"RETURNING {_qualified('old')}"
+                ),
+                {"user_id": user_id, "old_id": old_id, "new_id": new_id},
+            ).one_or_none()
+        if row is None:
+            raise LookupError(f"user {user_id!r} has no card {old_id} or no card {new_id}")
+        return _card(row)
+
+    def set_pinned(self, user_id: str, card_id: int, pinned: bool) -> Card:
+        """Pin or unpin a card.
+
+        Raises:
+            LookupError: The card is not one of the user's.
+        """
+        with self._database.transaction() as session:
+            row = session.execute(
+                text(
+                    f"UPDATE cards SET pinned = :pinned WHERE user_id = :user_id AND id = :id "
+                    f"RETURNING {_CARD_COLUMNS}"
+                ),
+                {"pinned": pinned, "user_id": user_id, "id": card_id},
+            ).one_or_none()
+        if row is None:
+            raise LookupError(f"user {user_id!r} has no card {card_id}")
+        return _card(row)
+
+    def delete(
+        self, user_id: str, *, card_id: int | None = None, session_id: str | None = None
+    ) -> int:
+        """Delete cards for real: one card, a session's cards, or (neither given) all the user's.
+
+        Returns:
+            How many cards were deleted.
+        """
+        where = "user_id = :user_id"
+        params: dict[str, Any] = {"user_id": user_id}
+        if card_id is not None:
+            where += " AND id = :card_id"
+            params["card_id"] = card_id
+        if session_id is not None:
+            where += " AND session_id = :session_id"
+            params["session_id"] = session_id
+        with self._database.transaction() as session:
+            connection = session.connection()
+            gone = connection.execute(
+                text(f"DELETE FROM cards WHERE {where} RETURNING id, keyword_length"), params
+            ).all()
+            if not gone:
+                return 0
+            ids = [row.id for row in gone]
+            connection.execute(
+                text("DELETE FROM card_terms WHERE user_id = :user_id AND card_id = ANY(:ids)"),
+                {"user_id": user_id, "ids": ids},
+            )
+            # A card superseded by a deleted one keeps its valid_to: it was still replaced.
+            connection.execute(
+                text(
+                    "UPDATE cards SET superseded_by = NULL "
+                    "WHERE user_id = :user_id AND superseded_by = ANY(:ids)"
+                ),
+                {"user_id": user_id, "ids": ids},
+            )
+            _bump_stats(connection, user_id, -len(gone), -sum(r.keyword_length for r in gone))
+        return len(gone)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def get(self, user_id: str, card_id: int) -> Card | None:
+        """Return one of the user's cards, or None."""
+        found = self.get_many(user_id, [card_id])
+        return found[0] if found else None
+
+    def get_many(self, user_id: str, card_ids: Sequence[int]) -> list[Card]:
+        """Return the user's cards among ``card_ids``, in the order of ``card_ids``."""
+        if not card_ids:
+            return []
+        with self._database.reading() as connection:
+            rows = connection.execute(
+                text(
+                    f"SELECT {_CARD_COLUMNS} FROM cards WHERE user_id = :user_id AND id = ANY(:ids)"
+                ),
+                {"user_id": user_id, "ids": list(card_ids)},
+            ).all()
+        by_id = {row.id: _card(row) for row in rows}
+        return [by_id[i] for i in card_ids if i in by_id]
+
+    def list_cards(
+        self, user_id: str, where: CardFilter = _NO_FILTER, *, limit: int | None = None
+    ) -> list[Card]:
+        """Return the user's cards that pass the filter, oldest first (by id)."""
+        clause, params = _filter_sql(where)
+        params["user_id"] = user_id
+        sql = f"SELECT {_CARD_COLUMNS} FROM cards WHERE user_id = :user_id{clause} ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT :limit"
+            params["limit"] = limit
+        with self._database.reading() as connection:
+            return [_card(row) for row in connection.execute(text(sql), params)]
+
+    def count(self, user_id: str) -> int:
+        """Return how many cards the user has, superseded ones included."""
+        with self._database.reading() as connection:
+            found = connection.execute(
+                text("SELECT cards FROM card_stats WHERE user_id = :user_id"),
+                {"user_id": user_id},
+            ).scalar_one_or_none()
+        return int(found or 0)
+
+    def search_vector(
+        self,
+        user_id: str,
+        embedding: Sequence[float],
+        *,
+        limit: int,
+        where: CardFilter = _NO_FILTER,
+        method: Literal["auto", "exact", "index"] = "auto",
+    ) -> list[CardMatch]:
+        """Return the user's cards nearest to ``embedding`` by cosine similarity, best first.
+
+        ``exact`` scans the user's own rows (through the user index) and is always complete;
+        ``index`` walks the HNSW index with a raised ``hnsw.ef_search``, and falls back to the
+        exact scan when the filter left fewer than ``limit`` rows, so it never returns fewer
+        than ``limit`` cards when that many match. ``auto`` uses the index only for users with
+        more than ``EXACT_SCAN_MAX_CARDS`` cards.
+
+        Args:
+            user_id: The owner.
+            embedding: The query vector, normalized.
+            limit: How many cards at most.
+            where: Filters.
+            method: ``auto``, ``exact`` or ``index``.
+
+        Returns:
+            Matches whose score is the cosine similarity.
+        """
+        if method == "auto":
+            method = "index" if self.count(user_id) > EXACT_SCAN_MAX_CARDS else "exact"
+        clause, params = _filter_sql(where)
+        params.update(user_id=user_id, query=_vector(embedding), limit=limit)
+        # ``+ 0`` hides the distance from the planner's index matching: the exact scan must
+        # never be turned into an HNSW scan that drops rows filtered out after it.
+        distance = "(embedding <=> CAST(:query AS vector))"
+        order = distance if method == "index" else f"{distance} + 0"
+        sql = (
+            f"SELECT id, 1 - {distance} AS score FROM cards "
+            f"WHERE user_id = :user_id{clause} ORDER BY {order} LIMIT :limit"
+        )
+        if method == "index":
+            # SET LOCAL needs a transaction; the setting ends with it.
+            with self._database.transaction() as session:
+                session.execute(text(f"SET LOCAL hnsw.ef_search = {_EF_SEARCH}"))
+                rows = session.execute(text(sql), params).all()
+            if len(rows) < limit:
+                method = "exact"
+                sql = sql.replace(f"ORDER BY {order}", f"ORDER BY {distance} + 0")
+        if method == "exact":
+            with self._database.reading() as connection:
+                rows = connection.execute(text(sql), params).all()
+        return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
+
+    def similarities(
+        self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]
+    ) -> dict[int, float]:
+        """Return the cosine similarity of ``embedding`` to each of the user's given cards."""
+        if not card_ids:
+            return {}
+        with self._database.reading() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT id, 1 - (embedding <=> CAST(:query AS vector)) AS score FROM cards "
+                    "WHERE user_id = :user_id AND id = ANY(:ids)"
+                ),
+                {"user_id": user_id, "query": _vector(embedding), "ids": list(card_ids)},
+            ).all()
+        return {row.id: float(row.score) for row in rows}
+
+    def search_keywords(
+        self,
+        user_id: str,
+        terms: Iterable[str],
+        *,
+        limit: int,
+        where: CardFilter = _NO_FILTER,
+    ) -> list[CardMatch]:
+        """Return the user's cards ranked by Okapi BM25 over the given terms, best first.
+
+        Document frequencies, the number of cards and the average card length are the user's
+        own (all of the user's cards, superseded ones included), so one user's cards never
+        change another's scores. Only cards holding at least one term are returned.
+
+        Args:
+            user_id: The owner.
+            terms: The query's terms (repeats are ignored).
+            limit: How many cards at most.
+            where: Filters.
+
+        Returns:
+            Matches whose score is the BM25 score.
+        """
+        wanted = sorted(set(terms))
+        if not wanted:
+            return []
+        clause, params = _filter_sql(where, alias="c")
+        params.update(user_id=user_id, terms=wanted, limit=limit, k1=BM25_K1, b=BM25_B)
+        sql = f"""
+            WITH stats AS (
+                SELECT cards::float8 AS n, keyword_length::float8 / greatest(cards, 1) AS avgdl
+                FROM card_stats WHERE user_id = :user_id
+            ),
+            matches AS (
+                SELECT term, card_id, frequency FROM card_terms
+                WHERE user_id = :user_id AND term = ANY(CAST(:terms AS text[]))
+            ),
+            df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term)
+            SELECT m.card_id AS id, sum(
+                ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1)
+                / (m.frequency + :k1 * (1 - :b + :b * c.keyword_length / s.avgdl))
+            ) AS score
+            FROM matches AS m
+            JOIN df USING (term)
+            JOIN cards AS c ON c.user_id = :user_id AND c.id = m.card_id
+            CROSS JOIN stats AS s
+            WHERE true{clause}
+            GROUP BY m.card_id
+            ORDER BY score DESC, m.card_id
+            LIMIT :limit
+        """
+        with self._database.reading() as connection:
+            rows = connection.execute(text(sql), params).all()
+        return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
+
+
+def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:
+    """Insert one card or merge its sources into the existing one; say whether it was new."""
+    statement = text(
+        f"""
+        INSERT INTO cards (
+            user_id, type, text, topic, tags, session_id, source_message_ids,
+            source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
+            embedding, keyword_length
+        ) VALUES (
+            :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
+            coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
+            :pinned, :hash, CAST(:embedding AS vector), :keyword_length
+        )
+        ON CONFLICT (user_id, content_hash) DO UPDATE SET
+            source_message_ids = ARRAY(
+                SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
+                ORDER BY 1
+            ),
+            source_client_ids = ARRAY(
+                SELECT DISTINCT unnest(cards.source_client_ids || excluded.source_client_ids)
+                ORDER BY 1
+            )
+        RETURNING {_CARD_COLUMNS}, (xmax = 0) AS inserted
+        """
+    ).bindparams(
+        bindparam("tags", type_=ARRAY(Text)),
+        bindparam("message_ids", type_=ARRAY(BigInteger)),
+        bindparam("client_ids", type_=ARRAY(Text)),
+    )
+    try:
+        row = connection.execute(
+            statement,
+            {
+                "user_id": user_id,
+                "type": card.type,
+                "text": card.text,
+                "topic": card.topic,
+                "tags": card.tags,
+                "session_id": card.session_id,
+                "message_ids": card.source_message_ids,
+                "client_ids": card.source_client_ids,
+                "observed_at": card.observed_at,
+                "occurred_at": card.occurred_at,
+                "pinned": card.pinned,
+                "hash": key,
+                "embedding": _vector(card.embedding),
+                "keyword_length": sum(card.terms.values()),
+            },
+        ).one()
+    except IntegrityError as error:
+        raise StorageError(f"cannot store a card of user {user_id!r}: {error.orig}") from error
+    return row, bool(row.inserted)
+
+
+def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) -> None:
+    """Add to (or, negative, take from) the user's keyword statistics."""
+    connection.execute(
+        text(
+            "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :c, :t) "
+            "ON CONFLICT (user_id) DO UPDATE SET cards = card_stats.cards + excluded.cards, "
+            "keyword_length = card_stats.keyword_length + excluded.keyword_length"
+        ),
+        {"u": user_id, "c": cards, "t": terms},
+    )
+
+
+def _filter_sql(where: CardFilter, alias: str = "") -> tuple[str, dict[str, Any]]:
+    """Return ``AND ...`` conditions (bound parameters) for a filter."""
+    p = f"{alias}." if alias else ""
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    if not where.include_superseded:
+        parts.append(f"{p}valid_to IS NULL")
+    if where.types is not None:
+        parts.append(f"{p}type = ANY(:f_types)")
+        params["f_types"] = list(where.types)
+    if where.session_id is not None:
+        parts.append(f"{p}session_id = :f_session")
+        params["f_session"] = where.session_id
+    if where.topic is not None:
+        parts.append(f"{p}topic = :f_topic")
+        params["f_topic"] = where.topic
+    if where.tags:
+        parts.append(f"{p}tags @> CAST(:f_tags AS text[])")
+        params["f_tags"] = list(where.tags)
+    if where.since is not None:
+        parts.append(f"coalesce({p}occurred_at, {p}observed_at) >= :f_since")
+        params["f_since"] = where.since
+    if where.until is not None:
+        parts.append(f"coalesce({p}occurred_at, {p}observed_at) < :f_until")
+        params["f_until"] = where.until
+    if where.pinned is not None:
+        parts.append(f"{p}pinned = :f_pinned")
+        params["f_pinned"] = where.pinned
+    return "".join(f" AND {part}" for part in parts), params
+
+
+def _qualified(alias: str) -> str:
+    """The card columns, each prefixed with a table alias."""
+    return ", ".join(f"{alias}.{name.strip()}" for name in _CARD_COLUMNS.split(","))
+
+
+def _vector(values: Sequence[float]) -> str:
+    """Render a vector as pgvector's text input."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def _union(first: Sequence[Any], second: Sequence[Any]) -> list[Any]:
+    """Merge two source lists, keeping the first occurrence of each."""
+    return list(dict.fromkeys([*first, *second]))
+
+
+def _card(row: Row[Any]) -> Card:
+    """Turn a row of ``_CARD_COLUMNS`` into the record callers see."""
+    values = row._mapping
+    return Card(**{name: values[name] for name in Card.model_fields})

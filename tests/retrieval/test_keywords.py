@@ -1,0 +1,50 @@
+"""Tests of keyword analysis: English stems and stop words, CJK bigrams."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retrieval import analyze, term_frequencies
+
+
+def test_english_is_stemmed_and_stop_words_dropped() -> None:
+    assert analyze("What did Caroline research? She's researching adoption agencies!") == [
+        "carolin",
+        "research",
+        "research",
+        "adopt",
+        "agenc",
+    ]
+
+
+def test_possessives_and_curly_apostrophes() -> None:
+    assert analyze("Melanie\u2019s kids") == analyze("melanie's kid") == ["melani", "kid"]
+
+
+def test_chinese_becomes_character_bigrams() -> None:
+    assert analyze("我们用的是Postgres数据库") == [
+        "我们",
+        "们用",
+        "用的",
+        "的是",
+        "postgr",
+        "数据",
+        "据库",
+    ]
+    assert analyze("猫") == ["猫"]
+
+
+def test_a_chinese_query_shares_terms_with_the_card_it_asks_about() -> None:
+    card = set(analyze("我上次说的那个方案是用向量数据库做检索"))
+    query = set(analyze("那个方案用的什么数据库"))
+    assert {"方案", "数据", "据库"} <= card & query
+
+
+def test_term_frequencies_count_repeats() -> None:
+    assert term_frequencies("tea, tea and more tea") == {"tea": 3}
+
+
+@given(st.text())
+def test_analysis_is_deterministic_and_never_yields_empty_terms(text: str) -> None:
+    terms = analyze(text)
+    assert terms == analyze(text)
+    assert all(terms)

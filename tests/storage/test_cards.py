@@ -1,0 +1,218 @@
+"""Tests of ``CardStore`` on the real embedded Postgres: identity, filters, search, lifecycle."""
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from card_samples import MODEL, new_card, unit_vector
+from child_process import Spawn
+from sqlalchemy import create_engine, text
+
+from storage import (
+    EMBEDDING_DIM,
+    CardFilter,
+    CardStore,
+    Database,
+    EmbeddingModelMismatchError,
+)
+
+CHILD = Path(__file__).with_name("cards_child.py")
+DAY = datetime(2025, 5, 8, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(database: Database) -> CardStore:
+    return CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
+
+
+@pytest.fixture
+def scratch_url(database: Database) -> Iterator[str]:
+    """The URL of a new, empty database on the embedded server, dropped afterwards."""
+    name = f"scratch_{uuid.uuid4().hex}"
+    admin = create_engine(database.url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    yield database.engine.url.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f"DROP DATABASE {name}"))
+    admin.dispose()
+
+
+def test_add_returns_records_and_merges_the_sources_of_the_same_content(
+    store: CardStore, user_id: str
+) -> None:
+    [first] = store.add(user_id, [new_card("We use Postgres.", client_id="m1", topic="db")])
+    [again] = store.add(user_id, [new_card("  we USE postgres. ", client_id="m2")])
+
+    assert again.id == first.id
+    assert again.source_client_ids == ["m1", "m2"]
+    assert again.topic == "db"
+    assert store.count(user_id) == 1
+    assert store.get(user_id, first.id) == again
+
+
+def test_duplicates_inside_one_batch_are_one_card(store: CardStore, user_id: str) -> None:
+    cards = store.add(
+        user_id,
+        [new_card("I like tea.", client_id="a"), new_card("I like tea.", client_id="b")],
+    )
+
+    assert cards[0] == cards[1]
+    assert cards[0].source_client_ids == ["a", "b"]
+    assert store.count(user_id) == 1
+
+
+def test_two_processes_adding_the_same_card_store_one_row(
+    spawn: Spawn, database_url: str, store: CardStore, user_id: str
+) -> None:
+    children = [spawn(CHILD, database_url, user_id, source) for source in ("p1", "p2")]
+    for child in children:
+        assert child.read() == "ready"
+    for child in children:
+        child.tell("go")
+    answers = {child.read() for child in children}
+    for child in children:
+        assert child.finish() == 0
+
+    [card] = store.list_cards(user_id)
+    assert answers == {f"added {card.id}"}
+    assert sorted(card.source_client_ids) == ["p1", "p2"]
+    assert store.count(user_id) == 1
+
+
+def test_the_same_content_for_two_users_is_two_cards(store: CardStore) -> None:
+    [mine] = store.add("alice-" + uuid.uuid4().hex, [new_card("I like tea.")])
+    [theirs] = store.add("bob-" + uuid.uuid4().hex, [new_card("I like tea.")])
+
+    assert mine.id != theirs.id
+
+
+def test_filters_are_applied(store: CardStore, user_id: str) -> None:
+    store.add(
+        user_id,
+        [
+            new_card("old trip", type="event", session_id="s1", occurred_at=DAY),
+            new_card("new trip", type="event", session_id="s2", observed_at=DAY + timedelta(9)),
+            new_card("likes tea", type="preference", topic="drinks", tags=["food", "daily"]),
+        ],
+    )
+
+    def texts(where: CardFilter) -> list[str]:
+        return [card.text for card in store.list_cards(user_id, where)]
+
+    assert texts(CardFilter(types=("event",))) == ["old trip", "new trip"]
+    assert texts(CardFilter(session_id="s2")) == ["new trip"]
+    assert texts(CardFilter(topic="drinks")) == ["likes tea"]
+    assert texts(CardFilter(tags=("daily",))) == ["likes tea"]
+    assert texts(CardFilter(tags=("daily", "other"))) == []
+    assert texts(CardFilter(since=DAY + timedelta(1), until=DAY + timedelta(10))) == ["new trip"]
+    assert texts(CardFilter(until=DAY + timedelta(1))) == ["old trip"]
+
+
+def test_supersede_keeps_the_old_card_out_of_search_by_default(
+    store: CardStore, user_id: str
+) -> None:
+    old, new = store.add(user_id, [new_card("lives in paris"), new_card("lives in berlin")])
+
+    closed = store.supersede(user_id, old.id, new.id)
+
+    assert closed.superseded_by == new.id and closed.valid_to is not None
+    assert [c.id for c in store.list_cards(user_id)] == [new.id]
+    assert [m.card_id for m in store.search_keywords(user_id, ["lives"], limit=5)] == [new.id]
+    everything = CardFilter(include_superseded=True)
+    assert {
+        m.card_id for m in store.search_keywords(user_id, ["lives"], limit=5, where=everything)
+    } == {
+        old.id,
+        new.id,
+    }
+    assert [
+        m.card_id for m in store.search_vector(user_id, unit_vector("lives in paris"), limit=5)
+    ] == [new.id]
+
+
+def test_supersede_checks_both_cards_belong_to_the_user(store: CardStore, user_id: str) -> None:
+    [mine] = store.add(user_id, [new_card("mine")])
+    [other] = store.add("other-" + uuid.uuid4().hex, [new_card("theirs")])
+
+    with pytest.raises(LookupError):
+        store.supersede(user_id, mine.id, other.id)
+    with pytest.raises(ValueError, match="itself"):
+        store.supersede(user_id, mine.id, mine.id)
+
+
+def test_pin_and_unpin(store: CardStore, user_id: str) -> None:
+    [card] = store.add(user_id, [new_card("my name is Ada")])
+
+    assert store.set_pinned(user_id, card.id, True).pinned
+    assert [c.id for c in store.list_cards(user_id, CardFilter(pinned=True))] == [card.id]
+    assert not store.set_pinned(user_id, card.id, False).pinned
+    with pytest.raises(LookupError):
+        store.set_pinned("someone-else", card.id, True)
+
+
+def test_delete_by_card_session_and_user(store: CardStore, user_id: str) -> None:
+    a, _, c = store.add(
+        user_id,
+        [
+            new_card("alpha one", session_id="s1"),
+            new_card("beta two", session_id="s1"),
+            new_card("gamma three", session_id="s2"),
+        ],
+    )
+    store.supersede(user_id, a.id, c.id)
+
+    assert store.delete(user_id, card_id=c.id) == 1
+    assert store.get(user_id, a.id) is not None
+    assert store.get(user_id, a.id).superseded_by is None  # type: ignore[union-attr]
+    assert store.delete(user_id, session_id="s1") == 2
+    assert store.count(user_id) == 0
+    assert store.search_keywords(user_id, ["beta"], limit=5) == []
+    store.add(user_id, [new_card("delta four")])
+    assert store.delete(user_id) == 1
+    assert store.list_cards(user_id, CardFilter(include_superseded=True)) == []
+
+
+def test_keyword_search_ranks_by_bm25_within_the_user(store: CardStore, user_id: str) -> None:
+    rare, common = store.add(
+        user_id,
+        [new_card("postgres postgres is the database"), new_card("the database is fast")],
+    )
+    store.add("other-" + uuid.uuid4().hex, [new_card("postgres postgres postgres")])
+
+    matches = store.search_keywords(user_id, ["postgres", "database"], limit=10)
+
+    assert [m.card_id for m in matches] == [rare.id, common.id]
+    assert matches[0].score > matches[1].score > 0
+
+
+def test_vector_search_through_the_index_never_returns_fewer_than_k(
+    store: CardStore, user_id: str
+) -> None:
+    # Many other users crowd the HNSW graph: the index alone would return few of this user's.
+    for crowd in range(4):
+        store.add(
+            f"crowd-{crowd}-{uuid.uuid4().hex}",
+            [new_card(f"crowd {crowd} {i}") for i in range(300)],
+        )
+    mine = store.add(user_id, [new_card(f"mine {i}") for i in range(30)])
+    query = unit_vector("a query")
+
+    exact = store.search_vector(user_id, query, limit=25, method="exact")
+    indexed = store.search_vector(user_id, query, limit=25, method="index")
+
+    assert len(exact) == len(indexed) == 25
+    assert {m.card_id for m in indexed} <= {c.id for c in mine}
+    assert [m.card_id for m in exact] == [m.card_id for m in indexed]
+    assert exact[0].score >= exact[-1].score
+
+
+def test_a_different_embedding_model_is_a_clear_error(scratch_url: str) -> None:
+    with Database.open(scratch_url) as database:
+        CardStore(database, model="model-a", dimension=EMBEDDING_DIM)
+        with pytest.raises(EmbeddingModelMismatchError, match="model-a"):
+            CardStore(database, model="model-b", dimension=EMBEDDING_DIM)
+        with pytest.raises(EmbeddingModelMismatchError, match="1536"):
+            CardStore(database, model="model-a", dimension=1536)
