@@ -152,9 +152,12 @@ def test_reopening_after_the_server_crashed(fresh_data_dir: Path) -> None:
             assert [m.payload["content"] for m in history] == ["before the crash"]
 
 
+@pytest.mark.parametrize("owner", ["another program", "another postgres server"])
 def test_a_stale_pid_file_naming_a_live_process_does_not_block_opening(
-    fresh_data_dir: Path,
+    fresh_data_dir: Path, database: Database, owner: str
 ) -> None:
+    assert database.data_folder is not None
+    live_pid = os.getpid() if owner == "another program" else postmaster_pid(database.data_folder)
     with Database.open(None, data_dir=fresh_data_dir) as database:
         assert database.data_folder is not None
         pid_file = database.data_folder / "postmaster.pid"
@@ -162,7 +165,7 @@ def test_a_stale_pid_file_naming_a_live_process_does_not_block_opening(
     assert not pid_file.exists()  # the last close stopped the server
     # As after a crash and a reboot: the pid in the file now belongs to another process.
     lines = left_behind.splitlines(keepends=True)
-    pid_file.write_text("".join([f"{os.getpid()}\n", *lines[1:]]))
+    pid_file.write_text("".join([f"{live_pid}\n", *lines[1:]]))
 
     with Database.open(None, data_dir=fresh_data_dir) as reopened:
         assert MessageStore(reopened).history("u", f"s-{uuid.uuid4()}") == []
