@@ -55,9 +55,8 @@ _STOP_TIMEOUT_SECONDS = 60
 # postmaster.pid makes Postgres treat the file as stale, while it still checks the old shared
 # memory segment named in that file for orphaned backends before it starts.
 _NO_SUCH_PID = 2**31 - 1
-# The postmaster writes its start time (whole seconds) into postmaster.pid; the process's own
-# start time, from the kernel, agrees with it to about a second.
-_START_TIME_TOLERANCE_SECONDS = 3.0
+# See ``_alive``.
+_START_TIME_SLACK_SECONDS = 2.0
 
 # This process's open handles per data folder. It is process-wide on purpose: the record next
 # to the folder counts processes, so the handles of all threads of one process share one record.
@@ -80,7 +79,6 @@ class _Postmaster:
     """What ``postmaster.pid`` says about the server of a data folder."""
 
     pid: int
-    start_time: float
     socket_dir: Path
     status: str
 
@@ -250,7 +248,7 @@ def _initdb(data_folder: Path, account: _Account) -> None:
 def _ensure_running(data_folder: Path, account: _Account) -> Path:
     """Return the socket folder of the folder's server, starting a server when none runs."""
     postmaster = _read_postmaster(data_folder)
-    if postmaster is not None and _is_our_server(postmaster):
+    if postmaster is not None and _is_our_server(data_folder, postmaster):
         if postmaster.status == "ready" and _is_private(postmaster.socket_dir, account):
             return postmaster.socket_dir
         # Starting or stopping (someone ran pg_ctl stop), or left listening on a socket
@@ -289,21 +287,22 @@ def _read_postmaster(data_folder: Path) -> _Postmaster | None:
     # memory key, status. A server still starting has written only the first ones.
     fields = [*lines, *[""] * 8][:8]
     try:
-        pid, start_time = int(fields[0]), float(fields[2] or 0)
+        pid = int(fields[0])
     except ValueError:
         return None  # not a file Postgres wrote; Postgres will say what is wrong with it
-    return _Postmaster(pid, start_time, Path(fields[4].strip()), fields[7].strip())
+    return _Postmaster(pid, Path(fields[4].strip()), fields[7].strip())
 
 
-def _is_our_server(postmaster: _Postmaster) -> bool:
+def _is_our_server(data_folder: Path, postmaster: _Postmaster) -> bool:
     """Whether the process ``postmaster.pid`` names is that postmaster, not a reused pid."""
+    # A postmaster works in its data folder (it changes into it at start), so a postgres
+    # process there is this folder's server. The clock is no help: it may have been set since.
     try:
         process = psutil.Process(postmaster.pid)
-        name, created = process.name(), process.create_time()
+        name, cwd = process.name(), process.cwd()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
-    close_in_time = abs(float(created) - postmaster.start_time) <= _START_TIME_TOLERANCE_SECONDS
-    return name == "postgres" and close_in_time
+    return bool(name == "postgres" and Path(cwd) == data_folder.resolve())
 
 
 def _mark_stale(data_folder: Path) -> None:
@@ -320,7 +319,7 @@ def _mark_stale(data_folder: Path) -> None:
 def _stop_running(data_folder: Path) -> None:
     """Stop the folder's server if it runs."""
     postmaster = _read_postmaster(data_folder)
-    if postmaster is not None and _is_our_server(postmaster):
+    if postmaster is not None and _is_our_server(data_folder, postmaster):
         _stop_process(postmaster.pid)
         if postmaster.socket_dir != data_folder:
             # The folder made for the socket (see ``_socket_dir``): empty once the server is
@@ -426,6 +425,9 @@ class _Clients:
 def _alive(pid: int, created: float) -> bool:
     """Whether the process recorded as (pid, start time) still runs."""
     try:
-        return bool(psutil.Process(pid).create_time() == created)
+        now_created = float(psutil.Process(pid).create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+    # Start times are derived from the boot time, which moves when the clock is set: allow a
+    # little. A pid reused within seconds of the recorded start is what this lets through.
+    return abs(now_created - created) <= _START_TIME_SLACK_SECONDS

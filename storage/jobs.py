@@ -227,7 +227,9 @@ class JobQueue:
         is marked ``failed`` with ``error`` kept in ``last_error``. When another pending job of
         the same kind already waits for the session (enqueued while this one ran), the two are
         merged: the retry keeps this job's attempt count and the later of the two times, so
-        new messages never reset or shorten the backoff.
+        new messages never reset or shorten the backoff. A job failed for good stays failed; a
+        job of the same kind enqueued for the session afterwards (new messages may change the
+        outcome) counts its own attempts.
 
         Args:
             job: The job as claimed.

@@ -4,12 +4,18 @@ Where the tests run as root, the server runs as the system account ``pgserver``,
 "other local account" is ``nobody``, in a child process that drops to it.
 """
 
+# Imported for the child of ``open_as_nobody``, which runs as ``nobody`` and may not be able to
+# read this interpreter's standard library (it can live in root's home) to import them itself.
+import ctypes.util  # noqa: F401
+import email.parser  # noqa: F401
 import functools
+import json
 import os
 import pwd
 import shutil
 import signal
 import stat
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -146,9 +152,12 @@ def test_reopening_after_the_server_crashed(fresh_data_dir: Path) -> None:
             assert [m.payload["content"] for m in history] == ["before the crash"]
 
 
+@pytest.mark.parametrize("owner", ["another program", "another postgres server"])
 def test_a_stale_pid_file_naming_a_live_process_does_not_block_opening(
-    fresh_data_dir: Path,
+    fresh_data_dir: Path, database: Database, owner: str
 ) -> None:
+    assert database.data_folder is not None
+    live_pid = os.getpid() if owner == "another program" else postmaster_pid(database.data_folder)
     with Database.open(None, data_dir=fresh_data_dir) as database:
         assert database.data_folder is not None
         pid_file = database.data_folder / "postmaster.pid"
@@ -156,7 +165,7 @@ def test_a_stale_pid_file_naming_a_live_process_does_not_block_opening(
     assert not pid_file.exists()  # the last close stopped the server
     # As after a crash and a reboot: the pid in the file now belongs to another process.
     lines = left_behind.splitlines(keepends=True)
-    pid_file.write_text("".join([f"{os.getpid()}\n", *lines[1:]]))
+    pid_file.write_text("".join([f"{live_pid}\n", *lines[1:]]))
 
     with Database.open(None, data_dir=fresh_data_dir) as reopened:
         assert MessageStore(reopened).history("u", f"s-{uuid.uuid4()}") == []
@@ -191,3 +200,78 @@ def test_a_close_keeps_the_server_running_for_another_live_process(
 
     assert is_running(data_folder)
     child.kill()
+
+
+@pytest.fixture(params=["short", "long"])
+def nobody_dir(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A folder of the account ``nobody`` (0700) in /tmp, for a short or a ~120-character
+    data path."""
+    nobody = pwd.getpwnam("nobody")
+    home = Path(tempfile.mkdtemp(prefix="stratamem-test-", dir="/tmp"))
+    os.chown(home, nobody.pw_uid, nobody.pw_gid)
+    data_dir = home / ("d" if request.param == "short" else "x" * (118 - len(str(home))))
+    yield data_dir
+    if (data_dir / "pg").exists():
+        stop_embedded(data_dir / "pg")
+    shutil.rmtree(home)
+
+
+def open_as_nobody(data_dir: Path) -> dict[str, object]:
+    """Open, use and close the embedded database in a forked child running as ``nobody``.
+
+    A fork, not a new interpreter: the test's interpreter may live where ``nobody`` cannot
+    run it. Returns what the child saw.
+    """
+    nobody = pwd.getpwnam("nobody")
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(reader)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            seen = use_database(data_dir)
+        except BaseException as error:
+            seen = {"error": repr(error)}
+        finally:
+            os.write(writer, json.dumps(seen).encode())
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as answer:
+        said: dict[str, object] = json.loads(answer.read())
+    os.waitpid(pid, 0)
+    return said
+
+
+def use_database(data_dir: Path) -> dict[str, object]:
+    """Open the embedded database, connect, close; say who owns what."""
+    with Database.open(None, data_dir=data_dir) as database:
+        host = Path(socket_folder(database))
+        with database.engine.connect() as connection:
+            who = connection.execute(text("SELECT current_user")).scalar_one()
+        seen: dict[str, object] = {
+            "host": str(host),
+            "who": who,
+            "folder_owner": host.stat().st_uid,
+            "folder_mode": stat.S_IMODE(host.stat().st_mode),
+            "socket_mode": stat.S_IMODE((host / ".s.PGSQL.5432").stat().st_mode),
+            "server_owner": psutil.Process(postmaster_pid(data_dir / "pg")).uids().real,
+        }
+    seen["stopped"] = not (data_dir / "pg" / "postmaster.pid").exists()
+    return seen
+
+
+@as_root
+def test_an_ordinary_account_runs_its_own_server(nobody_dir: Path) -> None:
+    uid = pwd.getpwnam("nobody").pw_uid
+
+    seen = open_as_nobody(nobody_dir)
+
+    assert "error" not in seen, seen
+    assert seen["who"] == "postgres"
+    assert seen["server_owner"] == seen["folder_owner"] == uid
+    assert seen["folder_mode"] == seen["socket_mode"] == 0o700
+    in_data_folder = seen["host"] == str(nobody_dir / "pg")
+    assert in_data_folder is (len(str(nobody_dir)) < 80)
+    assert seen["stopped"] is True
