@@ -4,10 +4,18 @@ The pure core (messages to assembler) does no I/O and works on plain lists of Op
 message dicts, e.g. ``trim_history(messages, max_tokens=3_000)``.
 """
 
+from memory.calls import INTERRUPTED_CONTENT, OpenCall
 from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext, assemble
 from memory.context.budget import Budget, ModelLimits, limits_for, plan_budget
 from memory.context.messages import Message, parse_messages, render_messages
-from memory.context.report import ContextReport, Dropped, LayerTokens, SummaryState, ToolResultCut
+from memory.context.report import (
+    ContextReport,
+    Dropped,
+    InterruptedCall,
+    LayerTokens,
+    SummaryState,
+    ToolResultCut,
+)
 from memory.context.tokens import TiktokenCounter, TokenCounter, count_tokens
 from memory.context.trim import trim_history
 from memory.context.units import Unit, split_units, validate_history
@@ -17,7 +25,9 @@ from memory.errors import (
     ContextOverflowError,
     InvalidHistoryError,
     LLMError,
+    RecordConflictError,
     StratamemError,
+    ToolCallInterruptedError,
 )
 from memory.facade import Memory
 from memory.llm import ChatModel, Completion, OpenAIChatModel, ScriptedChatModel
@@ -25,6 +35,7 @@ from memory.settings import Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
+    "INTERRUPTED_CONTENT",
     "AssembledContext",
     "Budget",
     "BudgetError",
@@ -34,6 +45,7 @@ __all__ = [
     "ContextOverflowError",
     "ContextReport",
     "Dropped",
+    "InterruptedCall",
     "InvalidHistoryError",
     "LLMError",
     "LayerTokens",
@@ -41,6 +53,8 @@ __all__ = [
     "Message",
     "ModelLimits",
     "OpenAIChatModel",
+    "OpenCall",
+    "RecordConflictError",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",
@@ -53,6 +67,7 @@ __all__ = [
     "SummaryState",
     "TiktokenCounter",
     "TokenCounter",
+    "ToolCallInterruptedError",
     "ToolResultCut",
     "Unit",
     "assemble",

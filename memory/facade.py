@@ -5,17 +5,27 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self
 
+from pydantic import BaseModel
+
+from memory.calls import OpenCall, interrupted_results, is_interrupted, open_calls, open_tail
 from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.budget import Budget, plan_budget
-from memory.context.messages import Message, parse_messages
+from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
+from memory.context.report import Dropped, InterruptedCall
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
 from memory.context.units import validate_history
-from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.errors import (
+    ContextOverflowError,
+    InvalidHistoryError,
+    RecordConflictError,
+    ToolCallInterruptedError,
+)
+from memory.intake import check_replay, name_stored, parse_input, refuse_repeated_ids
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
@@ -34,10 +44,12 @@ from storage import (
     SummaryStore,
 )
 
-__all__ = ["Memory", "Parts", "build_parts"]
+__all__ = ["Memory", "OpenCall", "Parts", "build_parts"]
 
-#: Keys of a message dict that belong to stratamem and are never sent to the model.
-CLIENT_KEYS = ("id", "metadata")
+#: How often storing an input is retried when the session's open calls changed meanwhile.
+_TAIL_ATTEMPTS = 3
+#: How far back (in messages) a late tool result is looked for among interrupted calls.
+_INTERRUPTED_LOOKBACK = 512
 
 
 class Memory:
@@ -111,7 +123,7 @@ class Memory:
         *,
         user_id: str,
         session_id: str,
-        input: str | Mapping[str, Any] | None = None,
+        input: str | Mapping[str, Any] | BaseModel | None = None,
         system: str | None = None,
     ) -> AssembledContext:
         """Store the user's input (when given) and assemble the context for the next call.
@@ -124,11 +136,24 @@ class Memory:
             ContextOverflowError: the system message and current turn cannot fit the budget.
             storage.SessionOwnershipError: the session belongs to another user.
         """
+        interrupted: tuple[InterruptedCall, ...] = ()
         if input is not None:
-            self._store_input(user_id, session_id, input, system)
+            interrupted = self._store_input(user_id, session_id, input, system)
         summary, window = self._load_window(user_id, session_id)
         if window.tokens > self._parts.fold_policy.trigger_tokens:
             summary, window = self._schedule_folding(user_id, session_id, summary, window)
+        context = self._assemble(user_id, session_id, summary, window, system)
+        return _named_by_seq(context, window, interrupted)
+
+    def _assemble(
+        self,
+        user_id: str,
+        session_id: str,
+        summary: SummaryRecord | None,
+        window: RecentWindow,
+        system: str | None,
+    ) -> AssembledContext:
+        """The context of one request from the loaded summary and window."""
         return assemble(
             list(window.messages),
             budget=self.budget.history,
@@ -141,16 +166,50 @@ class Memory:
         )
 
     def _store_input(
-        self, user_id: str, session_id: str, input: str | Mapping[str, Any], system: str | None
-    ) -> None:
-        """Store the user's input, refused first if it can never fit with the system message."""
+        self,
+        user_id: str,
+        session_id: str,
+        input: str | Mapping[str, Any] | BaseModel,
+        system: str | None,
+    ) -> tuple[InterruptedCall, ...]:
+        """Store the user's input, first closing any tool calls still open (returned).
+
+        Refused first if it is not a user message, or can never fit with the system message.
+        """
         payload = {"role": "user", "content": input} if isinstance(input, str) else input
+        message, client_id, metadata = parse_input(0, payload)
+        if message.role != "user":
+            raise InvalidHistoryError(
+                [
+                    f"message 0: input must be a user message, not {message.role!r} "
+                    "(record other roles with record)"
+                ]
+            )
         counter = self._parts.counter
         system_tokens = (
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
-        message = self._new_message(0, payload, reserved=system_tokens)
-        self._parts.messages.append(user_id, session_id, [message], validate=_check_structure)
+        new = self._new_message(0, message, client_id, metadata, reserved=system_tokens)
+        # Optimistic: most inputs find no open call, and the check under the session lock says
+        # which calls are open when some are, at no extra round trip.
+        calls: list[OpenCall] = []
+        for _ in range(_TAIL_ATTEMPTS):
+            closing = interrupted_results(calls, counter.count_message)
+            try:
+                stored = self._append(user_id, session_id, [*closing, new], expected_open=calls)
+            except _InputReplayed:
+                self._append(user_id, session_id, [new])
+                return ()
+            except _TailChanged as changed:
+                calls = changed.calls
+                continue
+            return tuple(
+                InterruptedCall(call.call_id, call.name, call.seq, result.seq)
+                for call, result in zip(calls, stored, strict=False)
+            )
+        raise InvalidHistoryError(  # pragma: no cover - needs results racing every attempt
+            [f"message 0: the session's open tool calls kept changing ({_TAIL_ATTEMPTS} tries)"]
+        )
 
     def _load_window(
         self, user_id: str, session_id: str
@@ -194,7 +253,11 @@ class Memory:
         return ()
 
     def record(
-        self, *, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any] | BaseModel],
     ) -> list[StoredMessage]:
         """Append messages to the session in one transaction: all of them or none.
 
@@ -207,10 +270,105 @@ class Memory:
             ContextOverflowError: a non-tool message alone is larger than the history budget.
             storage.SessionOwnershipError: the session belongs to another user.
         """
-        batch = [self._new_message(index, data) for index, data in enumerate(messages)]
+        batch = [
+            self._new_message(index, *parse_input(index, data))
+            for index, data in enumerate(messages)
+        ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
-        return self._parts.messages.append(user_id, session_id, batch, validate=_check_structure)
+        refuse_repeated_ids(batch)
+        try:
+            return self._append(user_id, session_id, batch)
+        except InvalidHistoryError as error:
+            self._explain_late_results(user_id, session_id, batch, error)
+            raise
+
+    def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
+        """The session's tool calls still waiting for their results (reads only its tail)."""
+        stored = self._parts.messages.walk_back(user_id, session_id, batch=16)
+        return open_calls(open_tail(stored))
+
+    def close_open_calls(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
+        """Close the session's open tool calls with stored "interrupted: no result" results.
+
+        What a new user input does by itself; call it to repair a session by hand (an agent
+        that crashed mid-loop). A result recorded later for a closed call is refused with
+        ``ToolCallInterruptedError``.
+
+        Returns:
+            The stored results that closed the calls (none when no call was open).
+        """
+        calls = self.open_calls(user_id=user_id, session_id=session_id)
+        for _ in range(_TAIL_ATTEMPTS):
+            if not calls:
+                return []
+            closing = interrupted_results(calls, self._parts.counter.count_message)
+            try:
+                return self._append(user_id, session_id, closing, expected_open=calls)
+            except _TailChanged as changed:
+                calls = changed.calls
+        return []  # pragma: no cover - needs results racing every attempt
+
+    def _append(
+        self,
+        user_id: str,
+        session_id: str,
+        batch: list[NewMessage],
+        *,
+        expected_open: list[OpenCall] | None = None,
+    ) -> list[StoredMessage]:
+        """Store a batch whole, or recognise it as a replay of stored messages; nothing else.
+
+        Raises:
+            RecordConflictError: some messages are stored and others not, or stored with
+                other content.
+            InvalidHistoryError: the batch breaks the session's structure.
+            _TailChanged: ``expected_open`` is not what the session has open.
+            _InputReplayed: the batch's last message (an input) is stored but not the others.
+        """
+        validated = False
+
+        def validate(tail: list[StoredMessage], fresh: list[NewMessage]) -> None:
+            nonlocal validated
+            validated = True
+            _check_whole(batch, fresh, closing=expected_open is not None)
+            if expected_open is not None:
+                now_open = open_calls(tail)
+                if now_open != expected_open:
+                    raise _TailChanged(now_open)
+            _check_structure(tail, fresh)
+
+        stored = self._parts.messages.append(user_id, session_id, batch, validate=validate)
+        if not validated:  # every message was found stored under its client id
+            check_replay(batch, stored)
+        return stored
+
+    def _explain_late_results(
+        self, user_id: str, session_id: str, batch: list[NewMessage], error: InvalidHistoryError
+    ) -> None:
+        """Raise ``ToolCallInterruptedError`` if ``error`` is about results of closed calls."""
+        wanted = {
+            str(message.payload.get("tool_call_id"))
+            for message in batch
+            if message.role == "tool"
+            and any(repr(message.payload.get("tool_call_id")) in p for p in error.problems)
+        }
+        if not wanted:
+            return
+        closed: dict[str, StoredMessage] = {}
+        walked = self._parts.messages.walk_back(user_id, session_id, batch=64)
+        for _, record in zip(range(_INTERRUPTED_LOOKBACK), walked, strict=False):
+            call_id = record.payload.get("tool_call_id")
+            if call_id in wanted and call_id not in closed and is_interrupted(record):
+                closed[call_id] = record
+        if closed:
+            problems = [
+                f"tool call {call_id!r} was closed as interrupted (no result) by "
+                f"{name_stored(record)} when the conversation went on; its result can no "
+                "longer be recorded"
+                for call_id, record in closed.items()
+            ]
+            raise ToolCallInterruptedError(problems, list(closed)) from error
 
     def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
         """Every stored message of the session, in order (summarising never deletes any)."""
@@ -258,24 +416,16 @@ class Memory:
     ) -> None:
         self.close()
 
-    def _new_message(self, index: int, data: Mapping[str, Any], *, reserved: int = 0) -> NewMessage:
-        if not isinstance(data, Mapping):
-            raise InvalidHistoryError(
-                [f"message {index}: expected a dict, got {type(data).__name__}"]
-            )
-        client_id = data.get("id")
-        metadata = data.get("metadata", {})
-        if client_id is not None and not isinstance(client_id, str):
-            raise InvalidHistoryError([f"message {index}: id must be a string"])
-        if not isinstance(metadata, Mapping):
-            raise InvalidHistoryError([f"message {index}: metadata must be a dict"])
-        payload = {key: value for key, value in data.items() if key not in CLIENT_KEYS}
-        try:
-            [message] = parse_messages([payload])
-        except InvalidHistoryError as error:
-            # parse_messages numbers the one message it was given 0: name its place in the batch.
-            problems = [p.replace("message 0:", f"message {index}:", 1) for p in error.problems]
-            raise InvalidHistoryError(problems) from error
+    def _new_message(
+        self,
+        index: int,
+        message: Message,
+        client_id: str | None,
+        metadata: dict[str, Any],
+        *,
+        reserved: int = 0,
+    ) -> NewMessage:
+        """The message to store, refused when it could never fit a request."""
         tokens = self._parts.counter.count_message(message)
         required = reserved + tokens + REPLY_PRIMING_TOKENS
         if message.role != "tool" and required > self.budget.history:
@@ -287,7 +437,7 @@ class Memory:
             role=message.role,
             tokens=tokens,
             client_id=client_id,
-            metadata=dict(metadata),
+            metadata=metadata,
         )
 
     def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
@@ -301,8 +451,44 @@ class Memory:
         )
 
 
+class _TailChanged(Exception):
+    """The session's open calls are not the ones a batch expected (private signal).
+
+    Attributes:
+        calls: the calls open now.
+    """
+
+    def __init__(self, calls: list[OpenCall]) -> None:
+        super().__init__(calls)
+        self.calls = calls
+
+
+class _InputReplayed(Exception):
+    """An input's client id is stored already, but the calls it would close are not (signal)."""
+
+
+def _check_whole(batch: list[NewMessage], fresh: list[NewMessage], *, closing: bool) -> None:
+    """Refuse a batch of which only some messages are new (the rest stored under their ids)."""
+    if len(fresh) == len(batch):
+        return
+    if closing and all(message is not batch[-1] for message in fresh):
+        raise _InputReplayed
+    fresh_ids = {id(message) for message in fresh}
+    raise RecordConflictError(
+        [
+            f"message {index}: id {message.client_id!r} is already stored, but other messages "
+            "of the batch are not (a batch is stored whole or recognised as a whole replay)"
+            for index, message in enumerate(batch)
+            if id(message) not in fresh_ids
+        ]
+    )
+
+
 def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
-    """Check a batch against the session's open tail; raise ``InvalidHistoryError``."""
+    """Check a batch against the session's open tail; raise ``InvalidHistoryError``.
+
+    Problems name a batch message by its index in the batch and a stored one by its seq.
+    """
     messages = [message.payload for message in tail] + [message.payload for message in batch]
     problems = validate_history(messages, allow_pending_calls=True)
     if problems:
@@ -311,10 +497,52 @@ def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None
         def renumber(match: re.Match[str]) -> str:
             index = int(match.group(1))
             if index < offset:
-                return f"stored message {index - offset}"
+                return f"stored message {name_stored(tail[index])}"
             return f"message {index - offset}"
 
-        raise InvalidHistoryError([re.sub(r"message (\d+)", renumber, p) for p in problems])
+        problems = [re.sub(r"message (\d+)", renumber, p) for p in problems]
+        if any(message.role == "user" for message in batch) and tail and open_calls(tail):
+            problems.append(
+                "a new user input closes open calls only through prepare(input=...); "
+                "or close them with close_open_calls"
+            )
+        raise InvalidHistoryError(problems)
+
+
+def _named_by_seq(
+    context: AssembledContext, window: RecentWindow, interrupted: tuple[InterruptedCall, ...]
+) -> AssembledContext:
+    """The context with its report naming stored messages by seq, not by window position.
+
+    ``interrupted`` are the calls closed before this request's input, for the report.
+    """
+    stored = window.stored
+    report = context.report
+
+    def renamed(drop: Dropped) -> Dropped:
+        if drop.span is None:
+            return drop
+        first, last = stored[drop.span[0]], stored[drop.span[1]]
+        if first is last:
+            span = f"message {name_stored(first)}"
+        else:
+            span = f"messages seq {first.seq}-{last.seq}"
+        detail = _POSITIONS.sub(span, drop.detail, count=1)
+        return replace(drop, detail=detail, span=(first.seq, last.seq))
+
+    report = replace(
+        report,
+        dropped=tuple(map(renamed, report.dropped)),
+        cut_tool_results=tuple(
+            replace(cut, index=stored[cut.index].seq) for cut in report.cut_tool_results
+        ),
+        interrupted_calls=interrupted,
+    )
+    return AssembledContext(context.messages, report)
+
+
+#: How the pure core names a window unit: by position in the history it was given.
+_POSITIONS = re.compile(r"^messages? \d+(?:-\d+)?")
 
 
 @dataclass(frozen=True, slots=True)

@@ -199,8 +199,10 @@ def _drop_oldest(
     dropped: list[Dropped] = []
     count = 0
     while over > 0 and count < len(units):
-        tokens = unit_tokens(units[count], counter)
-        dropped.append(Dropped(layer, describe_unit(units[count]), tokens, reason))
+        unit = units[count]
+        tokens = unit_tokens(unit, counter)
+        span = (unit.start, unit.stop - 1)
+        dropped.append(Dropped(layer, describe_unit(unit), tokens, reason, span))
         over -= tokens
         count += 1
     return units[count:], tuple(dropped)

@@ -3,6 +3,7 @@
 import memory
 
 EXPECTED = {
+    "INTERRUPTED_CONTENT",
     "AssembledContext",
     "Budget",
     "BudgetError",
@@ -12,6 +13,7 @@ EXPECTED = {
     "ContextOverflowError",
     "ContextReport",
     "Dropped",
+    "InterruptedCall",
     "InvalidHistoryError",
     "LLMError",
     "LayerTokens",
@@ -19,6 +21,8 @@ EXPECTED = {
     "Message",
     "ModelLimits",
     "OpenAIChatModel",
+    "OpenCall",
+    "RecordConflictError",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",
@@ -31,6 +35,7 @@ EXPECTED = {
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
+    "ToolCallInterruptedError",
     "ToolResultCut",
     "Unit",
     "assemble",
@@ -58,4 +63,6 @@ def test_the_errors_are_value_errors_where_the_input_is_at_fault() -> None:
     assert issubclass(memory.InvalidHistoryError, ValueError)
     assert issubclass(memory.ContextOverflowError, ValueError)
     assert issubclass(memory.BudgetError, ValueError)
+    assert issubclass(memory.RecordConflictError, ValueError)
+    assert issubclass(memory.ToolCallInterruptedError, memory.InvalidHistoryError)
     assert issubclass(memory.LLMError, memory.StratamemError)

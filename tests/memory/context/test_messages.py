@@ -24,7 +24,7 @@ SHAPES: list[dict[str, Any]] = [
             {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
         ],
     },
-    {"role": "assistant", "content": None},
+    {"role": "assistant", "content": ""},
     {"role": "assistant", "content": "done", "refusal": None},
     {
         "role": "assistant",
@@ -77,7 +77,7 @@ def test_text_joins_text_parts_and_skips_others() -> None:
     assert message.text == "what is this?"
     parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
     assert Message(role="user", content=parts).text == "a\nb"
-    assert Message(role="assistant", content=None).text == ""
+    assert Message(role="assistant", content="").text == ""
 
 
 def test_messages_are_frozen() -> None:
