@@ -596,7 +596,7 @@ def test_negative_budgets_are_refused_before_connecting(values: dict[str, Any]) 
     [
         ({"context_window": 1_000, "max_output": 1_000}, "leaves no room"),
         ({"context_window": 1_000, "max_output": 950}, "leaves no room"),
-        ({"context_window": 1_000}, "leaves no room"),  # gpt-4o-mini reserves 16,384
+        ({"context_window": 1_000, "safety_margin": 800}, "leaves no room"),
         ({"model": "my-own-model"}, "unknown model"),
     ],
 )

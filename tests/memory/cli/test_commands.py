@@ -22,6 +22,10 @@ def test_the_demo_runs_offline_on_an_embedded_database(
     assert "raw" in out  # the summary took over what left the window, as a raw archive
     assert "36 messages stored" in out
     assert "(none deleted)" in out
+    # The window and the history budget the table's "tokens" column is measured against.
+    assert "window 2,048 tokens, history budget 1,728" in " ".join(out.split())
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    assert "2,048-token" in readme and "history budget of 1,728 tokens" in " ".join(readme.split())
 
 
 def test_the_worker_runs_queued_consolidations_until_idle(
