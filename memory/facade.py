@@ -6,6 +6,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -26,6 +27,7 @@ from memory.errors import (
     ToolCallInterruptedError,
 )
 from memory.intake import check_replay, name_stored, parse_input, refuse_repeated_ids
+from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
@@ -114,6 +116,10 @@ class Memory:
             raise
 
     @property
+    def _background(self) -> bool:
+        return self.settings.summary.mode == "background"
+
+    @property
     def database_url(self) -> str:
         """The URL of the database in use (for the embedded one, its Unix-socket URL)."""
         return self._database.url
@@ -143,7 +149,44 @@ class Memory:
         if window.tokens > self._parts.fold_policy.trigger_tokens:
             summary, window = self._schedule_folding(user_id, session_id, summary, window)
         context = self._assemble(user_id, session_id, summary, window, system)
-        return _named_by_seq(context, window, interrupted)
+        archived = 0
+        if _drops_window_units(context):
+            # The window outgrew the budget before a summary arrived (a fast loop, a worker
+            # behind): what the cap would drop is archived raw first, so it is never lost.
+            archived, summary, window = self._archive_inline(user_id, session_id, summary)
+            if archived:
+                context = self._assemble(user_id, session_id, summary, window, system)
+        return _named_by_seq(context, window, interrupted, archived)
+
+    def _archive_inline(
+        self, user_id: str, session_id: str, summary: SummaryRecord | None
+    ) -> tuple[int, SummaryRecord | None, RecentWindow]:
+        """Fold what left the window into the summary as a raw archive now (no model).
+
+        With a model configured, the queued job later rewrites the archive as a model summary
+        from the same boundary (``Consolidator.upgrade``).
+
+        Returns:
+            How many messages were archived, then the summary and window to use now.
+        """
+        saved = self._parts.archiver.consolidate(user_id, session_id)
+        if saved is not None and self._parts.llm_configured and self._background:
+            if summary is None or summary.kind == "llm":
+                base = summary or _NO_SUMMARY
+                params = self._parts.consolidations.params(upgrade_from=base)
+            else:
+                # A raw summary already waits for its upgrade: the queued job keeps its base.
+                params = self._parts.consolidations.params()
+            self._parts.jobs.enqueue(
+                CONSOLIDATE,
+                user_id,
+                session_id,
+                delay_seconds=self.settings.summary.debounce_seconds,
+                params=params,
+            )
+        archived = (saved.covered if saved else 0) - (summary.covered if summary else 0)
+        reloaded, window = self._load_window(user_id, session_id)
+        return max(archived, 0), reloaded, window
 
     def _assemble(
         self,
@@ -236,12 +279,13 @@ class Memory:
         window: RecentWindow,
     ) -> tuple[SummaryRecord | None, RecentWindow]:
         """Fold now (inline mode) and reload, or queue the job a worker runs (background)."""
-        if self.settings.summary.mode == "background":
+        if self._background:
             self._parts.jobs.enqueue(
                 CONSOLIDATE,
                 user_id,
                 session_id,
                 delay_seconds=self.settings.summary.debounce_seconds,
+                params=self._parts.consolidations.params(),
             )
             return summary, window
         if self._parts.consolidator.consolidate(user_id, session_id) is None:
@@ -382,21 +426,29 @@ class Memory:
         """Fold what left the window into the summary now, if the trigger is reached."""
         return self._parts.consolidator.consolidate(user_id, session_id)
 
-    def run_worker(self, *, until_idle: bool = False) -> None:
+    def run_worker(self, *, until_idle: bool = False) -> WorkerRun:
         """Run queued consolidations.
 
         By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests).
+        the caller's thread, returning once no job is pending (for scripts and tests). Each job
+        runs with the parameters it was queued with, and is logged (session, messages folded,
+        summary kind, duration).
+
+        Returns:
+            What ran (filled in as jobs finish when the worker runs in a thread).
         """
-        worker = Worker(self._parts.jobs, self._parts.job_handlers())
+        run = WorkerRun()
+        worker = Worker(self._parts.jobs, self._parts.job_handlers(run))
         if until_idle:
             worker.run(threading.Event(), until_idle=True)
-            return
+            run.failures = worker.failures
+            return run
         thread = threading.Thread(
             target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
         )
         thread.start()
         self._worker_threads.append(thread)
+        return run
 
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""
@@ -509,8 +561,28 @@ def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None
         raise InvalidHistoryError(problems)
 
 
+def _drops_window_units(context: AssembledContext) -> bool:
+    """Whether the hard cap left out messages of the window (not memories, not the summary)."""
+    return any(drop.layer in ("window", "recent") for drop in context.report.dropped)
+
+
+#: Stands for "no summary yet" as the base of an upgrade: boundary 0, no text.
+_NO_SUMMARY = SummaryRecord(
+    session_id="",
+    content="",
+    kind="llm",
+    boundary_seq=0,
+    covered=0,
+    version=0,
+    updated_at=datetime.fromtimestamp(0, UTC),
+)
+
+
 def _named_by_seq(
-    context: AssembledContext, window: RecentWindow, interrupted: tuple[InterruptedCall, ...]
+    context: AssembledContext,
+    window: RecentWindow,
+    interrupted: tuple[InterruptedCall, ...],
+    archived: int,
 ) -> AssembledContext:
     """The context with its report naming stored messages by seq, not by window position.
 
@@ -537,6 +609,7 @@ def _named_by_seq(
             replace(cut, index=stored[cut.index].seq) for cut in report.cut_tool_results
         ),
         interrupted_calls=interrupted,
+        archived=archived,
     )
     return AssembledContext(context.messages, report)
 
@@ -556,15 +629,22 @@ class Parts:
     summaries: SummaryStore
     jobs: JobQueue
     fold_policy: FoldPolicy
-    consolidator: Consolidator
+    consolidations: ConsolidationJobs
+    archiver: Consolidator
     llm_configured: bool
 
-    def job_handlers(self) -> dict[str, JobHandler]:
-        """The worker's table: the handler of each job kind."""
-        return {CONSOLIDATE: self._consolidate}
+    @property
+    def consolidator(self) -> Consolidator:
+        """The consolidator of this process's settings (inline mode, ``Memory.consolidate``)."""
+        return self.consolidations.consolidator
 
-    def _consolidate(self, job: Job) -> None:
-        self.consolidator.consolidate(job.user_id, job.session_id)
+    def job_handlers(self, log: WorkerRun | None = None) -> dict[str, JobHandler]:
+        """The worker's table: the handler of each job kind (``log`` collects what ran)."""
+
+        def consolidate(job: Job) -> None:
+            self.consolidations.run(job, log)
+
+        return {CONSOLIDATE: consolidate}
 
 
 def build_parts(
@@ -601,7 +681,8 @@ def build_parts(
     )
     messages = MessageStore(database)
     summaries = SummaryStore(database)
-    summarizer = Summarizer(chat, counter, summary, on_event=on_summary_event)
+    # Without a chat model the summariser writes raw archives: no model, milliseconds.
+    archiver = Summarizer(None, counter, summary, on_event=on_summary_event)
     return Parts(
         budget=budget,
         counter=counter,
@@ -610,6 +691,16 @@ def build_parts(
         summaries=summaries,
         jobs=JobQueue(database),
         fold_policy=policy,
-        consolidator=Consolidator(messages, summaries, summarizer, policy),
+        consolidations=ConsolidationJobs(
+            messages,
+            summaries,
+            chat=chat,
+            counter=counter,
+            model=settings.model,
+            policy=policy,
+            summary=summary,
+            on_summary_event=on_summary_event,
+        ),
+        archiver=Consolidator(messages, summaries, archiver, policy),
         llm_configured=chat is not None,
     )

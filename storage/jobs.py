@@ -1,7 +1,8 @@
 """``JobQueue``: debounced background jobs, claimed with leases by any number of workers."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -42,7 +43,13 @@ class JobQueue:
         self._database = database
 
     def enqueue(
-        self, kind: str, user_id: str, session_id: str, *, delay_seconds: float = 0.0
+        self,
+        kind: str,
+        user_id: str,
+        session_id: str,
+        *,
+        delay_seconds: float = 0.0,
+        params: Mapping[str, Any] | None = None,
     ) -> bool:
         """Ask for a job to run ``delay_seconds`` from now, merging with a pending one.
 
@@ -51,6 +58,9 @@ class JobQueue:
             user_id: The user the session belongs to.
             session_id: The session the job works on.
             delay_seconds: How long to wait before the job may be claimed.
+            params: JSON the job runs with (``Job.params``). Merged into a pending job's
+                params key by key, the newest value of a key winning; a key left out keeps
+                the pending job's value.
 
         Returns:
             True when a job was created; False when a pending job of this kind already existed
@@ -58,11 +68,16 @@ class JobQueue:
             now, so requests arriving faster than the delay cannot postpone it forever).
         """
         run_after = func.now() + timedelta(seconds=delay_seconds)
+        new_job = insert(JobRow).values(
+            kind=kind,
+            user_id=user_id,
+            session_id=session_id,
+            run_after=run_after,
+            params=dict(params or {}),
+        )
         with self._database.transaction() as session:
             created = session.scalar(
-                insert(JobRow)
-                .values(kind=kind, user_id=user_id, session_id=session_id, run_after=run_after)
-                .on_conflict_do_update(
+                new_job.on_conflict_do_update(
                     index_elements=[JobRow.kind, JobRow.session_id],
                     # A literal, not a bound parameter: Postgres matches the partial index's
                     # predicate by its text, and a prepared statement would hide the value.
@@ -70,6 +85,7 @@ class JobQueue:
                     # Keep the earlier time: a busy session must not push its job back forever.
                     set_={
                         "run_after": func.least(JobRow.run_after, run_after),
+                        "params": JobRow.params.op("||")(new_job.excluded.params),
                         "updated_at": func.now(),
                     },
                 )
@@ -122,7 +138,12 @@ class JobQueue:
                     updated_at=func.now(),
                 )
                 .returning(
-                    JobRow.id, JobRow.kind, JobRow.user_id, JobRow.session_id, JobRow.attempts
+                    JobRow.id,
+                    JobRow.kind,
+                    JobRow.user_id,
+                    JobRow.session_id,
+                    JobRow.attempts,
+                    JobRow.params,
                 )
                 .execution_options(synchronize_session=False)
             ).one_or_none()
@@ -134,6 +155,7 @@ class JobQueue:
                 user_id=row.user_id,
                 session_id=row.session_id,
                 attempts=row.attempts,
+                params=row.params,
             )
 
     def complete(self, job_id: int) -> None:

@@ -129,6 +129,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ix_jobs_status_run_after ON jobs (status, run_after)",
         ),
     ),
+    # Versions 4 and 5 are reserved for changes made on other branches at the same time.
+    Migration(
+        6,
+        "job parameters",
+        (
+            # What a job needs to do the same work whichever worker runs it (budgets, ratios,
+            # models): written by the process that queues it, read by the one that runs it.
+            "ALTER TABLE jobs ADD COLUMN params jsonb NOT NULL DEFAULT '{}'::jsonb",
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

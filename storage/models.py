@@ -150,5 +150,6 @@ class JobRow(Base):
     claimed_by: Mapped[str | None] = mapped_column(Text)
     lease_until: Mapped[datetime | None] = mapped_column(_Timestamp)
     last_error: Mapped[str | None] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sql_text("'{}'::jsonb"))
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())

@@ -59,10 +59,16 @@ class SummaryRecord(_Record):
 
 
 class Job(_Record):
-    """A claimed background job; ``attempts`` counts this claim."""
+    """A claimed background job; ``attempts`` counts this claim.
+
+    Attributes:
+        params: What the job needs to run as its queuer would have run it (JSON), given to
+            ``JobQueue.enqueue``; empty for a job queued without any.
+    """
 
     id: int
     kind: str
     user_id: str
     session_id: str
     attempts: int
+    params: dict[str, Any] = Field(default_factory=dict)

@@ -51,6 +51,49 @@ class Consolidator:
             if not more:
                 return saved
 
+    def upgrade(
+        self, user_id: str, session_id: str, base: PreviousSummary | None, base_seq: int
+    ) -> SummaryRecord | None:
+        """Rewrite a raw-archive summary as a model-written one, at the same boundary.
+
+        ``prepare`` archives raw (no model, in milliseconds) what the window could not hold
+        before a background summary arrived; this turns that archive back into a real summary:
+        from ``base`` (the model-written summary the archives started from, covering the
+        messages up to ``base_seq``; ``None`` for none) over the messages up to the stored
+        boundary, in bounded steps. The boundary does not move; the stored summary is replaced
+        only if it is still the one read (compare-and-set) and every step was written by a
+        model: a failed step keeps the archive, which loses nothing.
+
+        Returns:
+            The upgraded summary, or ``None`` when there was nothing to upgrade, a model
+            failed, or another writer stored first.
+        """
+        current = self._summaries.get(user_id, session_id)
+        if current is None or current.kind != "raw" or current.boundary_seq <= base_seq:
+            return None
+        stored = self._messages.between(user_id, session_id, base_seq, current.boundary_seq)
+        parsed = [Message.from_openai(message.payload) for message in stored]
+        tokens = [message.tokens for message in stored]
+        previous = base
+        while parsed:
+            step = limit_fold(parsed, tokens, len(parsed), 2 * self.policy.trigger_tokens)
+            result = self._summarizer.summarise(previous, parsed[:step])
+            if result.kind != "llm":
+                logger.info("session %s: the archive stays raw (no model summary)", session_id)
+                return None
+            previous = PreviousSummary(text=result.text, kind="llm")
+            parsed, tokens = parsed[step:], tokens[step:]
+        assert previous is not None  # the loop ran: there were messages after base_seq
+        return self._summaries.save(
+            user_id,
+            session_id,
+            content=previous.text,
+            kind="llm",
+            boundary_seq=current.boundary_seq,
+            covered=current.covered,
+            expected_version=current.version,
+        )
+
     def _fold_once(self, user_id: str, session_id: str) -> tuple[SummaryRecord | None, bool]:
         previous = self._summaries.get(user_id, session_id)
         boundary = previous.boundary_seq if previous else 0
