@@ -701,6 +701,7 @@ def build_parts(
             summary=summary,
             on_summary_event=on_summary_event,
         ),
-        archiver=Consolidator(messages, summaries, archiver, policy),
+        # One step whatever the backlog: writing an archive costs no model call.
+        archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
         llm_configured=chat is not None,
     )

@@ -28,16 +28,21 @@ class Consolidator:
         summaries: SummaryStore,
         summarizer: Summarizer,
         policy: FoldPolicy,
+        *,
+        max_step_tokens: int | None = None,
     ) -> None:
         self._messages = messages
         self._summaries = summaries
         self._summarizer = summarizer
         self.policy = policy
+        # A model reads each step: bound its prompt. A raw archive (no model) needs no bound.
+        self._max_step_tokens = max_step_tokens or 2 * policy.trigger_tokens
 
     def consolidate(self, user_id: str, session_id: str) -> SummaryRecord | None:
         """Fold the messages that left the window into the summary, if the trigger is reached.
 
-        A backlog is folded in steps of at most twice the trigger, one summariser call each.
+        A backlog is folded in steps of at most twice the trigger (or ``max_step_tokens``),
+        one summariser call each.
 
         Returns:
             The new summary, or ``None`` when nothing was due or another consolidation won.
@@ -101,7 +106,7 @@ class Consolidator:
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
         due = self.policy.plan(parsed, tokens)
-        fold = limit_fold(parsed, tokens, due, 2 * self.policy.trigger_tokens)
+        fold = limit_fold(parsed, tokens, due, self._max_step_tokens)
         if fold == 0:
             return None, False
         result = self._summarizer.summarise(

@@ -201,7 +201,7 @@ def test_prepare_without_input_continues_the_tool_loop(
     assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
 
 
-def test_a_long_conversation_is_cut_to_the_window_and_the_cap(
+def test_a_long_conversation_is_archived_before_the_cap_would_drop_any_of_it(
     small: Memory, user_id: str, session_id: str
 ) -> None:
     small.record(user_id=user_id, session_id=session_id, messages=conversation(120))
@@ -213,24 +213,23 @@ def test_a_long_conversation_is_cut_to_the_window_and_the_cap(
     report = context.report
     assert report.budget == small.budget.history
     assert report.tokens.total == count_tokens(context.messages) <= report.budget
-    assert report.dropped
-    assert {dropped.layer for dropped in report.dropped} == {"window"}
+    # Offline and background mode, no worker: what the window cannot hold is archived raw.
+    summary = small.summary(user_id=user_id, session_id=session_id)
+    assert summary is not None and summary.kind == "raw"
+    assert report.archived == summary.covered == summary.boundary_seq > 0
+    assert not [drop for drop in report.dropped if drop.layer in ("window", "recent")]
     assert validate_history(context.messages) == []
     history = small.history(user_id=user_id, session_id=session_id)
-    kept = context.messages[1:]
     assert context.messages[0] == {"role": "system", "content": "Be brief."}
-    assert kept[-1] == {"role": "user", "content": "And now?"}
-    # The window is the newest part of the conversation, cut at a message boundary.
-    assert 1 < len(kept) < len(history)
-    assert kept == [m.payload for m in history[-len(kept) :]]
+    assert context.messages[1]["content"].startswith("Summary of the earlier conversation")
+    # Then every message after the boundary, the newest part of the conversation.
+    assert context.messages[2:] == [m.payload for m in history[summary.boundary_seq :]]
+    assert context.messages[-1] == {"role": "user", "content": "And now?"}
 
-    # The session passed the summary trigger, so a consolidation was queued; run it.
-    assert small.summary(user_id=user_id, session_id=session_id) is None
+    # The session passed the summary trigger, so a consolidation was queued; it finds the
+    # archive in place and nothing more due.
     small.run_worker(until_idle=True)
-    summary = small.summary(user_id=user_id, session_id=session_id)
-    assert summary is not None
-    assert summary.kind == "raw"
-    assert summary.covered == summary.boundary_seq
+    assert small.summary(user_id=user_id, session_id=session_id) == summary
 
 
 def test_a_tool_result_larger_than_the_window_is_stored_whole_and_cut_in_context(
@@ -360,17 +359,24 @@ def test_prepare_reads_as_many_rows_for_2000_messages_as_for_200(
     for length in (200, 2_000):
         session_id = f"session-{uuid.uuid4()}"
         small.record(user_id=user_id, session_id=session_id, messages=conversation(length))
+        # The first request archives the backlog the window cannot hold (once, in one step);
+        # from then on every request reads only what is new after the boundary.
+        small.prepare(user_id=user_id, session_id=session_id, input="First?")
+        small.record(user_id=user_id, session_id=session_id, messages=conversation(2)[1:])
+        boundary = small.summary(user_id=user_id, session_id=session_id)
+        assert boundary is not None
         message_rows.clear()
         walks.clear()
 
         contexts[length] = small.prepare(
             user_id=user_id, session_id=session_id, input="Next?"
-        ).messages
+        ).messages[1:]  # after the summary, which names how many messages it covers
 
         rows_read[length] = sum(message_rows)
         [(after_seq, seqs)] = walks
-        assert after_seq == 0
-        assert seqs == list(range(length + 1, length + 1 - len(seqs), -1))
+        # The window cached by the first request is extended by the two new rows only.
+        assert boundary.boundary_seq < after_seq == length + 1
+        assert seqs == list(range(length + 3, length + 3 - len(seqs), -1))
         consumed[length] = len(seqs)
 
     assert rows_read[200] == rows_read[2_000] < 200
@@ -665,12 +671,14 @@ def test_a_backlog_is_folded_in_bounded_summariser_calls(
 ) -> None:
     chat = ScriptedChatModel([f"summary {n}" for n in range(50)])
     memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
-    for turn in range(60):  # background mode and no worker: a backlog builds up
-        memory.prepare(user_id=user_id, session_id=session_id, input=f"question {turn} " * 10)
+    for turn in range(60):  # recorded with no prepare and no worker: a backlog builds up
         memory.record(
             user_id=user_id,
             session_id=session_id,
-            messages=[{"role": "assistant", "content": f"answer {turn} " * 10}],
+            messages=[
+                {"role": "user", "content": f"question {turn} " * 10},
+                {"role": "assistant", "content": f"answer {turn} " * 10},
+            ],
         )
     trigger = memory._parts.fold_policy.trigger_tokens
     history = memory.history(user_id=user_id, session_id=session_id)
