@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
 
 __all__ = [
     "ContextReport",
@@ -152,7 +154,8 @@ class ContextReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-compatible data (dicts, lists, numbers, strings)."""
-        return asdict(self)
+        data: dict[str, Any] = to_jsonable_python(self)
+        return data
 
     def to_json(self) -> str:
         """The report as one line of JSON, for logs."""
