@@ -12,21 +12,15 @@ from typing import Any, Self
 
 from pydantic import BaseModel
 
-from memory.calls import OpenCall, interrupted_results, is_interrupted, open_calls, open_tail
+from memory.calls import OpenCall
 from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.budget import Budget, plan_budget
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
 from memory.context.report import Dropped, InterruptedCall
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
-from memory.context.units import validate_history
-from memory.errors import (
-    ContextOverflowError,
-    InvalidHistoryError,
-    RecordConflictError,
-    ToolCallInterruptedError,
-)
-from memory.intake import check_replay, name_stored, parse_input, refuse_repeated_ids
+from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.intake import name_stored, parse_input
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.recent import RecentMessages, RecentWindow
@@ -35,6 +29,7 @@ from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
 from memory.worker import CONSOLIDATE, JobHandler, Worker
+from memory.writer import SessionWriter
 from storage import (
     Database,
     Job,
@@ -47,11 +42,6 @@ from storage import (
 )
 
 __all__ = ["Memory", "OpenCall", "Parts", "build_parts"]
-
-#: How often storing an input is retried when the session's open calls changed meanwhile.
-_TAIL_ATTEMPTS = 3
-#: How far back (in messages) a late tool result is looked for among interrupted calls.
-_INTERRUPTED_LOOKBACK = 512
 
 
 class Memory:
@@ -135,10 +125,16 @@ class Memory:
         """Store the user's input (when given) and assemble the context for the next call.
 
         With ``input=None`` the current turn goes on (an agent's tool loop: record the
-        assistant's tool calls and their results, then prepare again).
+        assistant's tool calls and their results, then prepare again). A new input while tool
+        calls wait for results closes them first with stored "interrupted: no result" results
+        (``report.interrupted_calls``). When the window outgrew the budget before a summary
+        arrived, what the cap would drop is archived raw into the summary first
+        (``report.archived``), so no message leaves the context unsummarised.
 
         Raises:
-            InvalidHistoryError: the input is malformed, or tool calls still wait for results.
+            InvalidHistoryError: the input is malformed or not a user message, or (with
+                ``input=None``) tool calls still wait for results.
+            RecordConflictError: the input's client id is stored with other content.
             ContextOverflowError: the system message and current turn cannot fit the budget.
             storage.SessionOwnershipError: the session belongs to another user.
         """
@@ -233,26 +229,7 @@ class Memory:
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
         new = self._new_message(0, message, client_id, metadata, reserved=system_tokens)
-        # Optimistic: most inputs find no open call, and the check under the session lock says
-        # which calls are open when some are, at no extra round trip.
-        calls: list[OpenCall] = []
-        for _ in range(_TAIL_ATTEMPTS):
-            closing = interrupted_results(calls, counter.count_message)
-            try:
-                stored = self._append(user_id, session_id, [*closing, new], expected_open=calls)
-            except _InputReplayed:
-                self._append(user_id, session_id, [new])
-                return ()
-            except _TailChanged as changed:
-                calls = changed.calls
-                continue
-            return tuple(
-                InterruptedCall(call.call_id, call.name, call.seq, result.seq)
-                for call, result in zip(calls, stored, strict=False)
-            )
-        raise InvalidHistoryError(  # pragma: no cover - needs results racing every attempt
-            [f"message 0: the session's open tool calls kept changing ({_TAIL_ATTEMPTS} tries)"]
-        )
+        return self._parts.writer.store_input(user_id, session_id, new)
 
     def _load_window(
         self, user_id: str, session_id: str
@@ -305,12 +282,19 @@ class Memory:
     ) -> list[StoredMessage]:
         """Append messages to the session in one transaction: all of them or none.
 
-        A message may carry a client ``id`` (recording the same id again is a no-op) and
-        ``metadata`` (a dict); both are stored and returned by ``history``, never sent to the
-        model. Tool results must answer an open call of the session.
+        A message is a dict (``None`` values are left out) or an ``openai`` SDK message object;
+        response-only fields are never stored. It may carry a client ``id``, an idempotency
+        key: a batch whose every id is stored with the same content is a no-op that returns
+        the stored messages. ``metadata`` is any JSON-compatible dict (``datetime``, ``UUID``,
+        ``Decimal`` converted as pydantic's JSON mode does). Both are returned by ``history``
+        and never sent to the model. Tool results must answer an open call of the session.
 
         Raises:
-            InvalidHistoryError: a message is malformed or breaks the session's structure.
+            InvalidHistoryError: a message is malformed, is one the chat API would refuse, or
+                breaks the session's structure; ``ToolCallInterruptedError`` for the result of a
+                call already closed as interrupted.
+            RecordConflictError: the batch is partly stored, or an id is stored with other
+                content; nothing is stored.
             ContextOverflowError: a non-tool message alone is larger than the history budget.
             storage.SessionOwnershipError: the session belongs to another user.
         """
@@ -320,17 +304,11 @@ class Memory:
         ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
-        refuse_repeated_ids(batch)
-        try:
-            return self._append(user_id, session_id, batch)
-        except InvalidHistoryError as error:
-            self._explain_late_results(user_id, session_id, batch, error)
-            raise
+        return self._parts.writer.record(user_id, session_id, batch)
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
         """The session's tool calls still waiting for their results (reads only its tail)."""
-        stored = self._parts.messages.walk_back(user_id, session_id, batch=16)
-        return open_calls(open_tail(stored))
+        return self._parts.writer.open_calls(user_id, session_id)
 
     def close_open_calls(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
         """Close the session's open tool calls with stored "interrupted: no result" results.
@@ -342,77 +320,7 @@ class Memory:
         Returns:
             The stored results that closed the calls (none when no call was open).
         """
-        calls = self.open_calls(user_id=user_id, session_id=session_id)
-        for _ in range(_TAIL_ATTEMPTS):
-            if not calls:
-                return []
-            closing = interrupted_results(calls, self._parts.counter.count_message)
-            try:
-                return self._append(user_id, session_id, closing, expected_open=calls)
-            except _TailChanged as changed:
-                calls = changed.calls
-        return []  # pragma: no cover - needs results racing every attempt
-
-    def _append(
-        self,
-        user_id: str,
-        session_id: str,
-        batch: list[NewMessage],
-        *,
-        expected_open: list[OpenCall] | None = None,
-    ) -> list[StoredMessage]:
-        """Store a batch whole, or recognise it as a replay of stored messages; nothing else.
-
-        Raises:
-            RecordConflictError: some messages are stored and others not, or stored with
-                other content.
-            InvalidHistoryError: the batch breaks the session's structure.
-            _TailChanged: ``expected_open`` is not what the session has open.
-            _InputReplayed: the batch's last message (an input) is stored but not the others.
-        """
-        validated = False
-
-        def validate(tail: list[StoredMessage], fresh: list[NewMessage]) -> None:
-            nonlocal validated
-            validated = True
-            _check_whole(batch, fresh, closing=expected_open is not None)
-            if expected_open is not None:
-                now_open = open_calls(tail)
-                if now_open != expected_open:
-                    raise _TailChanged(now_open)
-            _check_structure(tail, fresh)
-
-        stored = self._parts.messages.append(user_id, session_id, batch, validate=validate)
-        if not validated:  # every message was found stored under its client id
-            check_replay(batch, stored)
-        return stored
-
-    def _explain_late_results(
-        self, user_id: str, session_id: str, batch: list[NewMessage], error: InvalidHistoryError
-    ) -> None:
-        """Raise ``ToolCallInterruptedError`` if ``error`` is about results of closed calls."""
-        wanted = {
-            str(message.payload.get("tool_call_id"))
-            for message in batch
-            if message.role == "tool"
-            and any(repr(message.payload.get("tool_call_id")) in p for p in error.problems)
-        }
-        if not wanted:
-            return
-        closed: dict[str, StoredMessage] = {}
-        walked = self._parts.messages.walk_back(user_id, session_id, batch=64)
-        for _, record in zip(range(_INTERRUPTED_LOOKBACK), walked, strict=False):
-            call_id = record.payload.get("tool_call_id")
-            if call_id in wanted and call_id not in closed and is_interrupted(record):
-                closed[call_id] = record
-        if closed:
-            problems = [
-                f"tool call {call_id!r} was closed as interrupted (no result) by "
-                f"{name_stored(record)} when the conversation went on; its result can no "
-                "longer be recorded"
-                for call_id, record in closed.items()
-            ]
-            raise ToolCallInterruptedError(problems, list(closed)) from error
+        return self._parts.writer.close_open_calls(user_id, session_id)
 
     def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
         """Every stored message of the session, in order (summarising never deletes any)."""
@@ -503,64 +411,6 @@ class Memory:
         )
 
 
-class _TailChanged(Exception):
-    """The session's open calls are not the ones a batch expected (private signal).
-
-    Attributes:
-        calls: the calls open now.
-    """
-
-    def __init__(self, calls: list[OpenCall]) -> None:
-        super().__init__(calls)
-        self.calls = calls
-
-
-class _InputReplayed(Exception):
-    """An input's client id is stored already, but the calls it would close are not (signal)."""
-
-
-def _check_whole(batch: list[NewMessage], fresh: list[NewMessage], *, closing: bool) -> None:
-    """Refuse a batch of which only some messages are new (the rest stored under their ids)."""
-    if len(fresh) == len(batch):
-        return
-    if closing and all(message is not batch[-1] for message in fresh):
-        raise _InputReplayed
-    fresh_ids = {id(message) for message in fresh}
-    raise RecordConflictError(
-        [
-            f"message {index}: id {message.client_id!r} is already stored, but other messages "
-            "of the batch are not (a batch is stored whole or recognised as a whole replay)"
-            for index, message in enumerate(batch)
-            if id(message) not in fresh_ids
-        ]
-    )
-
-
-def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
-    """Check a batch against the session's open tail; raise ``InvalidHistoryError``.
-
-    Problems name a batch message by its index in the batch and a stored one by its seq.
-    """
-    messages = [message.payload for message in tail] + [message.payload for message in batch]
-    problems = validate_history(messages, allow_pending_calls=True)
-    if problems:
-        offset = len(tail)
-
-        def renumber(match: re.Match[str]) -> str:
-            index = int(match.group(1))
-            if index < offset:
-                return f"stored message {name_stored(tail[index])}"
-            return f"message {index - offset}"
-
-        problems = [re.sub(r"message (\d+)", renumber, p) for p in problems]
-        if any(message.role == "user" for message in batch) and tail and open_calls(tail):
-            problems.append(
-                "a new user input closes open calls only through prepare(input=...); "
-                "or close them with close_open_calls"
-            )
-        raise InvalidHistoryError(problems)
-
-
 def _drops_window_units(context: AssembledContext) -> bool:
     """Whether the hard cap left out messages of the window (not memories, not the summary)."""
     return any(drop.layer in ("window", "recent") for drop in context.report.dropped)
@@ -627,6 +477,7 @@ class Parts:
     messages: MessageStore
     recent: RecentMessages
     summaries: SummaryStore
+    writer: SessionWriter
     jobs: JobQueue
     fold_policy: FoldPolicy
     consolidations: ConsolidationJobs
@@ -689,6 +540,7 @@ def build_parts(
         messages=messages,
         recent=RecentMessages(messages),
         summaries=summaries,
+        writer=SessionWriter(messages, counter),
         jobs=JobQueue(database),
         fold_policy=policy,
         consolidations=ConsolidationJobs(
