@@ -150,14 +150,26 @@ class Memory:
             # The window outgrew the budget before a summary arrived (a fast loop, a worker
             # behind): what the cap would drop is archived raw first, so it is never lost.
             archived, summary, window = self._archive_inline(user_id, session_id, summary)
-            if archived:
-                context = self._assemble(user_id, session_id, summary, window, system)
+            context = self._assemble(user_id, session_id, summary, window, system)
+        if _drops_window_units(context):
+            # Still dropping (a long system prompt or summary leaves the window little room):
+            # archive exactly what the cap drops.
+            through = _last_dropped_seq(context, window)
+            more, summary, window = self._archive_inline(user_id, session_id, summary, through)
+            archived += more
+            context = self._assemble(user_id, session_id, summary, window, system)
         return _named_by_seq(context, window, interrupted, archived)
 
     def _archive_inline(
-        self, user_id: str, session_id: str, summary: SummaryRecord | None
+        self,
+        user_id: str,
+        session_id: str,
+        summary: SummaryRecord | None,
+        through: int | None = None,
     ) -> tuple[int, SummaryRecord | None, RecentWindow]:
         """Fold what left the window into the summary as a raw archive now (no model).
+
+        Folds as the fold policy plans, or, with ``through``, every message up to that seq.
 
         With a model configured, the queued job later rewrites the archive as a model summary
         from the same boundary (``Consolidator.upgrade``).
@@ -165,7 +177,11 @@ class Memory:
         Returns:
             How many messages were archived, then the summary and window to use now.
         """
-        saved = self._parts.archiver.consolidate(user_id, session_id)
+        archiver = self._parts.archiver
+        if through is None:
+            saved = archiver.consolidate(user_id, session_id)
+        else:
+            saved = archiver.fold_through(user_id, session_id, through)
         if saved is not None and self._parts.llm_configured and self._background:
             if summary is None or summary.kind == "llm":
                 base = summary or _NO_SUMMARY
@@ -409,6 +425,12 @@ class Memory:
             kind=summary.kind,
             degraded=summary.kind == "raw" and self._parts.llm_configured,
         )
+
+
+def _last_dropped_seq(context: AssembledContext, window: RecentWindow) -> int:
+    """The seq of the newest window message the cap dropped (0 when it dropped none)."""
+    spans = [drop.span for drop in context.report.dropped if drop.span is not None]
+    return max((window.stored[last].seq for _, last in spans), default=0)
 
 
 def _drops_window_units(context: AssembledContext) -> bool:

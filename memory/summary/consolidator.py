@@ -7,7 +7,7 @@ import logging
 from memory.context.messages import Message
 from memory.summary.policy import FoldPolicy, limit_fold
 from memory.summary.summarizer import PreviousSummary, Summarizer
-from storage import MessageStore, SummaryRecord, SummaryStore
+from storage import MessageStore, StoredMessage, SummaryRecord, SummaryStore
 
 __all__ = ["Consolidator"]
 
@@ -99,6 +99,24 @@ class Consolidator:
             expected_version=current.version,
         )
 
+    def fold_through(self, user_id: str, session_id: str, last_seq: int) -> SummaryRecord | None:
+        """Fold every message up to ``last_seq`` into the summary now, due or not, in one step.
+
+        For what must not leave the context unsummarised although the policy's trigger is not
+        reached (a long system prompt or summary left the window little room).
+        ``last_seq`` must end a unit (never between a tool call and its results).
+
+        Returns:
+            The new summary, or ``None`` when nothing is left to fold or another writer won.
+        """
+        previous = self._summaries.get(user_id, session_id)
+        boundary = previous.boundary_seq if previous else 0
+        if last_seq <= boundary:
+            return None
+        stored = self._messages.between(user_id, session_id, boundary, last_seq)
+        parsed = [Message.from_openai(message.payload) for message in stored]
+        return self._save_fold(user_id, session_id, previous, stored, parsed, len(stored))
+
     def _fold_once(self, user_id: str, session_id: str) -> tuple[SummaryRecord | None, bool]:
         previous = self._summaries.get(user_id, session_id)
         boundary = previous.boundary_seq if previous else 0
@@ -109,6 +127,18 @@ class Consolidator:
         fold = limit_fold(parsed, tokens, due, self._max_step_tokens)
         if fold == 0:
             return None, False
+        return self._save_fold(user_id, session_id, previous, stored, parsed, fold), fold < due
+
+    def _save_fold(
+        self,
+        user_id: str,
+        session_id: str,
+        previous: SummaryRecord | None,
+        stored: list[StoredMessage],
+        parsed: list[Message],
+        fold: int,
+    ) -> SummaryRecord | None:
+        """Summarise the first ``fold`` messages after ``previous`` and store the result."""
         result = self._summarizer.summarise(
             PreviousSummary(text=previous.content, kind=previous.kind) if previous else None,
             parsed[:fold],
@@ -124,4 +154,4 @@ class Consolidator:
         )
         if saved is None:
             logger.info("session %s: another consolidation stored first; discarded", session_id)
-        return saved, fold < due
+        return saved
