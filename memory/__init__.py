@@ -30,6 +30,7 @@ from memory.errors import (
     ToolCallInterruptedError,
 )
 from memory.facade import Memory
+from memory.jobs import JobOutcome, WorkerRun
 from memory.llm import ChatModel, Completion, OpenAIChatModel, ScriptedChatModel
 from memory.settings import Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
@@ -47,6 +48,7 @@ __all__ = [
     "Dropped",
     "InterruptedCall",
     "InvalidHistoryError",
+    "JobOutcome",
     "LLMError",
     "LayerTokens",
     "Memory",
@@ -70,6 +72,7 @@ __all__ = [
     "ToolCallInterruptedError",
     "ToolResultCut",
     "Unit",
+    "WorkerRun",
     "assemble",
     "count_tokens",
     "limits_for",

@@ -14,6 +14,7 @@ EXPECTED = {
     "ContextReport",
     "Dropped",
     "InterruptedCall",
+    "JobOutcome",
     "InvalidHistoryError",
     "LLMError",
     "LayerTokens",
@@ -47,6 +48,7 @@ EXPECTED = {
     "split_units",
     "trim_history",
     "validate_history",
+    "WorkerRun",
 }
 
 
