@@ -70,7 +70,8 @@ class WorkerRun:
 
     def summary_line(self) -> str:
         """One line: jobs, sessions, messages folded, summaries by kind, failures, time."""
-        outcomes = list(self.outcomes)
+        with self._lock:
+            outcomes = list(self.outcomes)
         kinds = [outcome.kind for outcome in outcomes]
         return (
             f"ran {len(outcomes)} job(s) on {len({o.session_id for o in outcomes})} session(s): "
@@ -141,6 +142,7 @@ class ConsolidationJobs:
         self._counter = counter
         self._on_summary_event = on_summary_event
         self._own = _Fold(model, policy, summary)
+        self._own_params = self._own.params()  # queued with every job: computed once
         self._consolidators: dict[str, Consolidator] = {}
         self._lock = threading.Lock()
         #: The consolidator of this process's own settings (inline mode, ``Memory.consolidate``).
@@ -154,7 +156,7 @@ class ConsolidationJobs:
                 stand-in with boundary 0 and no text, when there was no summary): the job
                 then upgrades the archive from there.
         """
-        params = self._own.params()
+        params = dict(self._own_params)
         if upgrade_from is not None:
             params[UPGRADE] = {
                 "seq": upgrade_from.boundary_seq,

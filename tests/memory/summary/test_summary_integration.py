@@ -606,6 +606,23 @@ def test_what_the_window_cannot_hold_before_the_job_runs_is_archived_then_upgrad
     assert after.report.summary == SummaryState("llm", archived.covered, False, False)
 
 
+def test_when_every_model_fails_the_upgrade_keeps_the_archive(
+    db: Database, server: FakeOpenAI, user_id: str, session_id: str
+) -> None:
+    memory = open_memory(db, server, summary_mode="background")
+    fill_past(memory, user_id, session_id, 2 * memory.budget.history)
+    prepare_turn(memory, user_id, session_id)
+    archived = memory.summary(user_id=user_id, session_id=session_id)
+    assert archived is not None and archived.kind == "raw"
+    server.responder = lambda body: Status(500, "the model is down")
+
+    memory.run_worker(until_idle=True)
+
+    assert server.requests  # the upgrade was tried
+    assert memory.summary(user_id=user_id, session_id=session_id) == archived
+    assert jobs_of(db, session_id) == [("done", 1)]
+
+
 def test_in_a_fast_loop_with_no_worker_no_message_leaves_the_context_unsummarised(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
