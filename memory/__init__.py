@@ -5,10 +5,18 @@ message dicts, e.g. ``trim_history(messages, max_tokens=3_000)``. Everything an 
 needs is exported here; the subpackages hold the parts.
 """
 
+from memory.calls import INTERRUPTED_CONTENT, OpenCall
 from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext, assemble
 from memory.context.budget import Budget, ModelLimits, limits_for, plan_budget
 from memory.context.messages import Message, parse_messages, render_messages
-from memory.context.report import ContextReport, Dropped, LayerTokens, SummaryState, ToolResultCut
+from memory.context.report import (
+    ContextReport,
+    Dropped,
+    InterruptedCall,
+    LayerTokens,
+    SummaryState,
+    ToolResultCut,
+)
 from memory.context.tokens import TiktokenCounter, TokenCounter, count_tokens
 from memory.context.trim import trim_history
 from memory.context.units import Unit, split_units, validate_history
@@ -19,9 +27,12 @@ from memory.errors import (
     InvalidHistoryError,
     LLMError,
     Problem,
+    RecordConflictError,
     StratamemError,
+    ToolCallInterruptedError,
 )
 from memory.facade import Memory
+from memory.jobs import JobOutcome, WorkerRun
 from memory.llm import (
     ChatModel,
     Completion,
@@ -35,6 +46,7 @@ from memory.settings import Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
+    "INTERRUPTED_CONTENT",
     "AssembledContext",
     "Budget",
     "BudgetError",
@@ -44,7 +56,9 @@ __all__ = [
     "ContextOverflowError",
     "ContextReport",
     "Dropped",
+    "InterruptedCall",
     "InvalidHistoryError",
+    "JobOutcome",
     "LLMChain",
     "LLMChainFailed",
     "LLMError",
@@ -54,7 +68,9 @@ __all__ = [
     "Message",
     "ModelLimits",
     "OpenAIChatModel",
+    "OpenCall",
     "Problem",
+    "RecordConflictError",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",
@@ -67,8 +83,10 @@ __all__ = [
     "SummaryState",
     "TiktokenCounter",
     "TokenCounter",
+    "ToolCallInterruptedError",
     "ToolResultCut",
     "Unit",
+    "WorkerRun",
     "assemble",
     "count_tokens",
     "limits_for",

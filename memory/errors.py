@@ -4,6 +4,9 @@
 
     StratamemError                  base of every error stratamem raises on purpose
     ├── InvalidHistoryError         (also ValueError) a message list breaks the chat structure
+    │   └── ToolCallInterruptedError    a result for a call that was closed as interrupted
+    ├── RecordConflictError         (also ValueError) a client id reused with other content, or
+    │                               a batch mixing stored and new messages; nothing stored
     ├── ContextOverflowError        (also ValueError) the mandatory part cannot fit the budget
     ├── BudgetError                 (also ValueError) a budget or model table lookup is impossible
     ├── ConfigurationError          settings that cannot work together
@@ -24,7 +27,9 @@ __all__ = [
     "InvalidHistoryError",
     "LLMError",
     "Problem",
+    "RecordConflictError",
     "StratamemError",
+    "ToolCallInterruptedError",
 ]
 
 
@@ -76,6 +81,37 @@ class InvalidHistoryError(StratamemError, ValueError):
         ]
         listed = "; ".join(map(str, self.problems))
         super().__init__(f"invalid message history ({len(self.problems)} problem(s)): {listed}")
+
+
+class ToolCallInterruptedError(InvalidHistoryError):
+    """A tool result for a call that was already closed with an "interrupted: no result" result.
+
+    A new user input while calls were open closed them (see ``Memory.close_open_calls``); the
+    real result arrived too late and cannot be recorded.
+
+    Attributes:
+        call_ids: the calls whose results came too late.
+    """
+
+    def __init__(self, problems: list[str], call_ids: list[str]) -> None:
+        super().__init__(problems)
+        self.call_ids = list(call_ids)
+
+
+class RecordConflictError(StratamemError, ValueError):
+    """A batch that is neither new nor an exact replay of stored messages; nothing was stored.
+
+    A client ``id`` is an idempotency key: recording a batch whose every id is already stored
+    with the same content is a no-op. Reusing an id with other content, or a batch in which some
+    messages are stored and others are not, is this error.
+
+    Attributes:
+        conflicts: one sentence per conflicting message, naming its client id and stored seq.
+    """
+
+    def __init__(self, conflicts: list[str]) -> None:
+        self.conflicts = list(conflicts)
+        super().__init__("record conflicts with stored messages: " + "; ".join(self.conflicts))
 
 
 class ContextOverflowError(StratamemError, ValueError):

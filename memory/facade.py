@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
+from pydantic import BaseModel
+
+from memory.calls import OpenCall
 from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.budget import Budget, plan_budget
-from memory.context.messages import Message, parse_messages
+from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
+from memory.context.report import Dropped, InterruptedCall
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
-from memory.context.units import find_problems
-from memory.errors import ContextOverflowError, InvalidHistoryError, Problem
+from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.intake import name_stored, parse_input
+from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
@@ -22,6 +29,7 @@ from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
 from memory.worker import CONSOLIDATE, JobHandler, Worker
+from memory.writer import SessionWriter
 from storage import (
     Database,
     Job,
@@ -33,10 +41,7 @@ from storage import (
     SummaryStore,
 )
 
-__all__ = ["Memory", "Parts", "build_parts"]
-
-#: Keys of a message dict that belong to stratamem and are never sent to the model.
-CLIENT_KEYS = ("id", "metadata")
+__all__ = ["Memory", "OpenCall", "Parts", "build_parts"]
 
 
 class Memory:
@@ -101,6 +106,10 @@ class Memory:
             raise
 
     @property
+    def _background(self) -> bool:
+        return self.settings.summary.mode == "background"
+
+    @property
     def database_url(self) -> str:
         """The URL of the database in use (for the embedded one, its Unix-socket URL)."""
         return self._database.url
@@ -110,23 +119,95 @@ class Memory:
         *,
         user_id: str,
         session_id: str,
-        input: str | Mapping[str, Any] | None = None,
+        input: str | Mapping[str, Any] | BaseModel | None = None,
         system: str | None = None,
     ) -> AssembledContext:
         """Store the user's input (when given) and assemble the context for the next call.
 
         With ``input=None`` the current turn goes on (an agent's tool loop: record the
-        assistant's tool calls and their results, then prepare again).
+        assistant's tool calls and their results, then prepare again). A new input while tool
+        calls wait for results closes them first with stored "interrupted: no result" results
+        (``report.interrupted_calls``). When the window outgrew the budget before a summary
+        arrived, what the cap would drop is archived raw into the summary first
+        (``report.archived``), so no message leaves the context unsummarised.
 
         Raises:
-            InvalidHistoryError: the input is malformed, or tool calls still wait for results.
+            InvalidHistoryError: the input is malformed or not a user message, or (with
+                ``input=None``) tool calls still wait for results.
+            RecordConflictError: the input's client id is stored with other content.
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
+        interrupted: tuple[InterruptedCall, ...] = ()
         if input is not None:
-            self._store_input(user_id, session_id, input, system)
+            interrupted = self._store_input(user_id, session_id, input, system)
         summary, window = self._load_window(user_id, session_id)
         if window.tokens > self._parts.fold_policy.trigger_tokens:
             summary, window = self._schedule_folding(user_id, session_id, summary, window)
+        context = self._assemble(user_id, session_id, summary, window, system)
+        archived = 0
+        if _drops_window_units(context):
+            # The window outgrew the budget before a summary arrived (a fast loop, a worker
+            # behind): what the cap would drop is archived raw first, so it is never lost.
+            archived, summary, window = self._archive_inline(user_id, session_id, summary)
+            context = self._assemble(user_id, session_id, summary, window, system)
+        if _drops_window_units(context):
+            # Still dropping (a long system prompt or summary leaves the window little room):
+            # archive exactly what the cap drops.
+            through = _last_dropped_seq(context, window)
+            more, summary, window = self._archive_inline(user_id, session_id, summary, through)
+            archived += more
+            context = self._assemble(user_id, session_id, summary, window, system)
+        return _named_by_seq(context, window, interrupted, archived)
+
+    def _archive_inline(
+        self,
+        user_id: str,
+        session_id: str,
+        summary: SummaryRecord | None,
+        through: int | None = None,
+    ) -> tuple[int, SummaryRecord | None, RecentWindow]:
+        """Fold what left the window into the summary as a raw archive now (no model).
+
+        Folds as the fold policy plans, or, with ``through``, every message up to that seq.
+
+        With a model configured, the queued job later rewrites the archive as a model summary
+        from the same boundary (``Consolidator.upgrade``).
+
+        Returns:
+            How many messages were archived, then the summary and window to use now.
+        """
+        archiver = self._parts.archiver
+        if through is None:
+            saved = archiver.consolidate(user_id, session_id)
+        else:
+            saved = archiver.fold_through(user_id, session_id, through)
+        if saved is not None and self._parts.llm_configured and self._background:
+            if summary is None or summary.kind == "llm":
+                base = summary or _NO_SUMMARY
+                params = self._parts.consolidations.params(upgrade_from=base)
+            else:
+                # A raw summary already waits for its upgrade: the queued job keeps its base.
+                params = self._parts.consolidations.params()
+            self._parts.jobs.enqueue(
+                CONSOLIDATE,
+                user_id,
+                session_id,
+                delay_seconds=self.settings.summary.debounce_seconds,
+                params=params,
+            )
+        archived = (saved.covered if saved else 0) - (summary.covered if summary else 0)
+        reloaded, window = self._load_window(user_id, session_id)
+        return max(archived, 0), reloaded, window
+
+    def _assemble(
+        self,
+        user_id: str,
+        session_id: str,
+        summary: SummaryRecord | None,
+        window: RecentWindow,
+        system: str | None,
+    ) -> AssembledContext:
+        """The context of one request from the loaded summary and window."""
         return assemble(
             list(window.messages),
             budget=self.budget.history,
@@ -139,16 +220,31 @@ class Memory:
         )
 
     def _store_input(
-        self, user_id: str, session_id: str, input: str | Mapping[str, Any], system: str | None
-    ) -> None:
-        """Store the user's input, refused first if it can never fit with the system message."""
+        self,
+        user_id: str,
+        session_id: str,
+        input: str | Mapping[str, Any] | BaseModel,
+        system: str | None,
+    ) -> tuple[InterruptedCall, ...]:
+        """Store the user's input, first closing any tool calls still open (returned).
+
+        Refused first if it is not a user message, or can never fit with the system message.
+        """
         payload = {"role": "user", "content": input} if isinstance(input, str) else input
+        message, client_id, metadata = parse_input(0, payload)
+        if message.role != "user":
+            raise InvalidHistoryError(
+                [
+                    f"message 0: input must be a user message, not {message.role!r} "
+                    "(record other roles with record)"
+                ]
+            )
         counter = self._parts.counter
         system_tokens = (
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
-        message = self._new_message(0, payload, reserved=system_tokens)
-        self._parts.messages.append(user_id, session_id, [message], validate=_check_structure)
+        new = self._new_message(0, message, client_id, metadata, reserved=system_tokens)
+        return self._parts.writer.store_input(user_id, session_id, new)
 
     def _load_window(
         self, user_id: str, session_id: str
@@ -175,12 +271,13 @@ class Memory:
         window: RecentWindow,
     ) -> tuple[SummaryRecord | None, RecentWindow]:
         """Fold now (inline mode) and reload, or queue the job a worker runs (background)."""
-        if self.settings.summary.mode == "background":
+        if self._background:
             self._parts.jobs.enqueue(
                 CONSOLIDATE,
                 user_id,
                 session_id,
                 delay_seconds=self.settings.summary.debounce_seconds,
+                params=self._parts.consolidations.params(),
             )
             return summary, window
         if self._parts.consolidator.consolidate(user_id, session_id) is None:
@@ -192,22 +289,52 @@ class Memory:
         return ()
 
     def record(
-        self, *, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any] | BaseModel],
     ) -> list[StoredMessage]:
         """Append messages to the session in one transaction: all of them or none.
 
-        A message may carry a client ``id`` (recording the same id again is a no-op) and
-        ``metadata`` (a dict); both are stored and returned by ``history``, never sent to the
-        model. Tool results must answer an open call of the session.
+        A message is a dict (``None`` values are left out) or an ``openai`` SDK message object;
+        response-only fields are never stored. It may carry a client ``id``, an idempotency
+        key: a batch whose every id is stored with the same content is a no-op that returns
+        the stored messages. ``metadata`` is any JSON-compatible dict (``datetime``, ``UUID``,
+        ``Decimal`` converted as pydantic's JSON mode does). Both are returned by ``history``
+        and never sent to the model. Tool results must answer an open call of the session.
 
         Raises:
-            InvalidHistoryError: a message is malformed or breaks the session's structure.
+            InvalidHistoryError: a message is malformed, is one the chat API would refuse, or
+                breaks the session's structure; ``ToolCallInterruptedError`` for the result of a
+                call already closed as interrupted.
+            RecordConflictError: the batch is partly stored, or an id is stored with other
+                content; nothing is stored.
             ContextOverflowError: a non-tool message alone is larger than the history budget.
         """
-        batch = [self._new_message(index, data) for index, data in enumerate(messages)]
+        batch = [
+            self._new_message(index, *parse_input(index, data))
+            for index, data in enumerate(messages)
+        ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
-        return self._parts.messages.append(user_id, session_id, batch, validate=_check_structure)
+        return self._parts.writer.record(user_id, session_id, batch)
+
+    def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
+        """The session's tool calls still waiting for their results (reads only its tail)."""
+        return self._parts.writer.open_calls(user_id, session_id)
+
+    def close_open_calls(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
+        """Close the session's open tool calls with stored "interrupted: no result" results.
+
+        What a new user input does by itself; call it to repair a session by hand (an agent
+        that crashed mid-loop). A result recorded later for a closed call is refused with
+        ``ToolCallInterruptedError``.
+
+        Returns:
+            The stored results that closed the calls (none when no call was open).
+        """
+        return self._parts.writer.close_open_calls(user_id, session_id)
 
     def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
         """Every stored message of the session, in order (summarising never deletes any)."""
@@ -221,21 +348,29 @@ class Memory:
         """Fold what left the window into the summary now, if the trigger is reached."""
         return self._parts.consolidator.consolidate(user_id, session_id)
 
-    def run_worker(self, *, until_idle: bool = False) -> None:
+    def run_worker(self, *, until_idle: bool = False) -> WorkerRun:
         """Run queued consolidations.
 
         By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests).
+        the caller's thread, returning once no job is pending (for scripts and tests). Each job
+        runs with the parameters it was queued with, and is logged (session, messages folded,
+        summary kind, duration).
+
+        Returns:
+            What ran (filled in as jobs finish when the worker runs in a thread).
         """
-        worker = Worker(self._parts.jobs, self._parts.job_handlers())
+        run = WorkerRun()
+        worker = Worker(self._parts.jobs, self._parts.job_handlers(run))
         if until_idle:
             worker.run(threading.Event(), until_idle=True)
-            return
+            run.failures = worker.failures
+            return run
         thread = threading.Thread(
             target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
         )
         thread.start()
         self._worker_threads.append(thread)
+        return run
 
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""
@@ -255,25 +390,16 @@ class Memory:
     ) -> None:
         self.close()
 
-    def _new_message(self, index: int, data: Mapping[str, Any], *, reserved: int = 0) -> NewMessage:
-        if not isinstance(data, Mapping):
-            raise InvalidHistoryError(
-                [f"message {index}: expected a dict, got {type(data).__name__}"]
-            )
-        client_id = data.get("id")
-        metadata = data.get("metadata", {})
-        if client_id is not None and not isinstance(client_id, str):
-            raise InvalidHistoryError([f"message {index}: id must be a string"])
-        if not isinstance(metadata, Mapping):
-            raise InvalidHistoryError([f"message {index}: metadata must be a dict"])
-        payload = {key: value for key, value in data.items() if key not in CLIENT_KEYS}
-        try:
-            [message] = parse_messages([payload])
-        except InvalidHistoryError as error:
-            # parse_messages numbers the one message it was given 0: name its place in the batch.
-            raise InvalidHistoryError(
-                replace(problem, index=index) for problem in error.problems
-            ) from error
+    def _new_message(
+        self,
+        index: int,
+        message: Message,
+        client_id: str | None,
+        metadata: dict[str, Any],
+        *,
+        reserved: int = 0,
+    ) -> NewMessage:
+        """The message to store, refused when it could never fit a request."""
         tokens = self._parts.counter.count_message(message)
         required = reserved + tokens + REPLY_PRIMING_TOKENS
         if message.role != "tool" and required > self.budget.history:
@@ -285,7 +411,7 @@ class Memory:
             role=message.role,
             tokens=tokens,
             client_id=client_id,
-            metadata=dict(metadata),
+            metadata=metadata,
         )
 
     def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
@@ -299,25 +425,68 @@ class Memory:
         )
 
 
-def _check_structure(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
-    """Check a batch against the session's open tail; raise ``InvalidHistoryError``.
+def _last_dropped_seq(context: AssembledContext, window: RecentWindow) -> int:
+    """The seq of the newest window message the cap dropped (0 when it dropped none)."""
+    spans = [drop.span for drop in context.report.dropped if drop.span is not None]
+    return max((window.stored[last].seq for _, last in spans), default=0)
 
-    Problems name a stored message by its sequence number in the session (and client id), and
-    a new one by its position in the batch.
+
+def _drops_window_units(context: AssembledContext) -> bool:
+    """Whether the hard cap left out messages of the window (not memories, not the summary)."""
+    return any(drop.layer in ("window", "recent") for drop in context.report.dropped)
+
+
+#: Stands for "no summary yet" as the base of an upgrade: boundary 0, no text.
+_NO_SUMMARY = SummaryRecord(
+    user_id="",
+    session_id="",
+    content="",
+    kind="llm",
+    boundary_seq=0,
+    covered=0,
+    version=0,
+    updated_at=datetime.fromtimestamp(0, UTC),
+)
+
+
+def _named_by_seq(
+    context: AssembledContext,
+    window: RecentWindow,
+    interrupted: tuple[InterruptedCall, ...],
+    archived: int,
+) -> AssembledContext:
+    """The context with its report naming stored messages by seq, not by window position.
+
+    ``interrupted`` are the calls closed before this request's input, for the report.
     """
-    messages = [message.payload for message in tail] + [message.payload for message in batch]
-    problems = find_problems(messages, allow_pending_calls=True)
-    if not problems:
-        return
+    stored = window.stored
+    report = context.report
 
-    def name(index: int) -> str:
-        if index >= len(tail):
-            return f"message {index - len(tail)}"
-        stored = tail[index]
-        client = f" (id {stored.client_id!r})" if stored.client_id else ""
-        return f"stored message #{stored.seq}{client}"
+    def renamed(drop: Dropped) -> Dropped:
+        if drop.span is None:
+            return drop
+        first, last = stored[drop.span[0]], stored[drop.span[1]]
+        if first is last:
+            span = f"message {name_stored(first)}"
+        else:
+            span = f"messages seq {first.seq}-{last.seq}"
+        detail = _POSITIONS.sub(span, drop.detail, count=1)
+        return replace(drop, detail=detail, span=(first.seq, last.seq))
 
-    raise InvalidHistoryError(Problem(None, problem.describe(name)) for problem in problems)
+    report = replace(
+        report,
+        dropped=tuple(map(renamed, report.dropped)),
+        cut_tool_results=tuple(
+            replace(cut, index=stored[cut.index].seq) for cut in report.cut_tool_results
+        ),
+        interrupted_calls=interrupted,
+        archived=archived,
+    )
+    return AssembledContext(context.messages, report)
+
+
+#: How the pure core names a window unit: by position in the history it was given.
+_POSITIONS = re.compile(r"^messages? \d+(?:-\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,17 +498,25 @@ class Parts:
     messages: MessageStore
     recent: RecentMessages
     summaries: SummaryStore
+    writer: SessionWriter
     jobs: JobQueue
     fold_policy: FoldPolicy
-    consolidator: Consolidator
+    consolidations: ConsolidationJobs
+    archiver: Consolidator
     llm_configured: bool
 
-    def job_handlers(self) -> dict[str, JobHandler]:
-        """The worker's table: the handler of each job kind."""
-        return {CONSOLIDATE: self._consolidate}
+    @property
+    def consolidator(self) -> Consolidator:
+        """The consolidator of this process's settings (inline mode, ``Memory.consolidate``)."""
+        return self.consolidations.consolidator
 
-    def _consolidate(self, job: Job) -> None:
-        self.consolidator.consolidate(job.user_id, job.session_id)
+    def job_handlers(self, log: WorkerRun | None = None) -> dict[str, JobHandler]:
+        """The worker's table: the handler of each job kind (``log`` collects what ran)."""
+
+        def consolidate(job: Job) -> None:
+            self.consolidations.run(job, log)
+
+        return {CONSOLIDATE: consolidate}
 
 
 def build_parts(
@@ -376,15 +553,28 @@ def build_parts(
     )
     messages = MessageStore(database)
     summaries = SummaryStore(database)
-    summarizer = Summarizer(chat, counter, summary, on_event=on_summary_event)
+    # Without a chat model the summariser writes raw archives: no model, milliseconds.
+    archiver = Summarizer(None, counter, summary, on_event=on_summary_event)
     return Parts(
         budget=budget,
         counter=counter,
         messages=messages,
         recent=RecentMessages(messages),
         summaries=summaries,
+        writer=SessionWriter(messages, counter),
         jobs=JobQueue(database),
         fold_policy=policy,
-        consolidator=Consolidator(messages, summaries, summarizer, policy),
+        consolidations=ConsolidationJobs(
+            messages,
+            summaries,
+            chat=chat,
+            counter=counter,
+            model=settings.model,
+            policy=policy,
+            summary=summary,
+            on_summary_event=on_summary_event,
+        ),
+        # One step whatever the backlog: writing an archive costs no model call.
+        archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
         llm_configured=chat is not None,
     )

@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -126,6 +127,21 @@ class Settings(BaseSettings):
     )
     summary: SummarySettings = Field(default_factory=SummarySettings)
 
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_only(cls, url: str | None) -> str | None:
+        # Checked here, before anything connects: another database would fail deep inside the
+        # first migration, after its driver may already have created a file.
+        if url is None:
+            return url
+        scheme = url.partition("://")[0]
+        if scheme.partition("+")[0] != "postgresql":
+            raise ValueError(
+                f"stratamem needs PostgreSQL with pgvector, not {scheme or url!r}: give a "
+                "postgresql:// or postgresql+psycopg:// URL, or none for the embedded database"
+            )
+        return url
+
     @property
     def llm_configured(self) -> bool:
         """Whether an LLM endpoint is configured (a key or a base URL)."""
@@ -157,4 +173,4 @@ class _as_configuration_error:
             close = difflib.get_close_matches(name, self._names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             return f"unknown setting {where!r}{hint}"
-        return f"{where}: {item['msg']}"
+        return f"{where}: {item['msg'].removeprefix('Value error, ')}"

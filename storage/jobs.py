@@ -1,7 +1,8 @@
 """``JobQueue``: debounced background jobs, claimed with fenced leases by any number of workers."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -88,7 +89,13 @@ class JobQueue:
         return timedelta(seconds=min(self._retry_base_seconds * doubling, self._retry_max_seconds))
 
     def enqueue(
-        self, kind: str, user_id: str, session_id: str, *, delay_seconds: float = 0.0
+        self,
+        kind: str,
+        user_id: str,
+        session_id: str,
+        *,
+        delay_seconds: float = 0.0,
+        params: Mapping[str, Any] | None = None,
     ) -> bool:
         """Ask for a job to run ``delay_seconds`` from now, merging with a pending one.
 
@@ -97,6 +104,9 @@ class JobQueue:
             user_id: The user the session belongs to.
             session_id: The session the job works on.
             delay_seconds: How long to wait before the job may be claimed.
+            params: JSON the job runs with (``Job.params``). Merged into a pending job's
+                params key by key, the newest value of a key winning; a key left out keeps
+                the pending job's value.
 
         Returns:
             True when a job was created; False when a pending job of this kind already existed
@@ -112,11 +122,16 @@ class JobQueue:
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         run_after = func.now() + timedelta(seconds=delay_seconds)
+        new_job = insert(JobRow).values(
+            kind=kind,
+            user_id=user_id,
+            session_id=session_id,
+            run_after=run_after,
+            params=dict(params or {}),
+        )
         with self._database.transaction() as session:
             created = session.scalar(
-                insert(JobRow)
-                .values(kind=kind, user_id=user_id, session_id=session_id, run_after=run_after)
-                .on_conflict_do_update(
+                new_job.on_conflict_do_update(
                     index_elements=[JobRow.user_id, JobRow.session_id, JobRow.kind],
                     # A literal, not a bound parameter: Postgres matches the partial index's
                     # predicate by its text, and a prepared statement would hide the value.
@@ -126,6 +141,7 @@ class JobQueue:
                             (JobRow.attempts > 0, JobRow.run_after),
                             else_=func.least(JobRow.run_after, run_after),
                         ),
+                        "params": JobRow.params.op("||")(new_job.excluded.params),
                         "updated_at": func.now(),
                     },
                 )
@@ -183,7 +199,12 @@ class JobQueue:
                     updated_at=func.now(),
                 )
                 .returning(
-                    JobRow.id, JobRow.kind, JobRow.user_id, JobRow.session_id, JobRow.attempts
+                    JobRow.id,
+                    JobRow.kind,
+                    JobRow.user_id,
+                    JobRow.session_id,
+                    JobRow.attempts,
+                    JobRow.params,
                 )
                 .execution_options(synchronize_session=False)
             ).one_or_none()
@@ -196,6 +217,7 @@ class JobQueue:
             session_id=row.session_id,
             attempts=row.attempts,
             claimed_by=worker_id,
+            params=row.params,
         )
 
     def renew(self, job: Job, lease_seconds: float) -> bool:

@@ -274,6 +274,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        6,
+        "job parameters",
+        (
+            # What a job needs to do the same work whichever worker runs it (budgets, ratios,
+            # models): written by the process that queues it, read by the one that runs it.
+            "ALTER TABLE jobs ADD COLUMN params jsonb NOT NULL DEFAULT '{}'::jsonb",
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy import (
     text as sql_text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSON, TIMESTAMP
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, TIMESTAMP
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from storage.migrations import EMBEDDING_DIM
@@ -233,5 +233,6 @@ class JobRow(Base):
     claimed_by: Mapped[str | None] = mapped_column(Text)
     lease_until: Mapped[datetime | None] = mapped_column(_Timestamp)
     last_error: Mapped[str | None] = mapped_column(Text)
+    params: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sql_text("'{}'::jsonb"))
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())

@@ -73,6 +73,8 @@ class Job(_Record):
             increments it, so together with ``claimed_by`` it identifies this claim: a worker
             whose job was taken over (its lease ran out) can no longer update it.
         claimed_by: The worker holding the claim.
+        params: What the job needs to run as its queuer would have run it (JSON), given to
+            ``JobQueue.enqueue``; empty for a job queued without any.
     """
 
     id: int
@@ -81,3 +83,4 @@ class Job(_Record):
     session_id: str
     attempts: int
     claimed_by: str
+    params: dict[str, Any] = Field(default_factory=dict)

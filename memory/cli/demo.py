@@ -88,7 +88,13 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
         **options,
     ) as mem:
         user_id, session_id = "demo-user", f"demo-{uuid.uuid4().hex[:8]}"
-        table = Table(box=box.SIMPLE_HEAD, title=f"{args.turns} turns, budget {mem.budget.history}")
+        budget = mem.budget
+        title = (
+            f"{args.turns} turns; window {budget.context_window:,} tokens, history budget "
+            f"{budget.history:,} (after {budget.reserved_output:,} for the answer and a "
+            f"{budget.safety_margin:,} margin)"
+        )
+        table = Table(box=box.SIMPLE_HEAD, title=title)
         for name in ("turn", "stored", "summary", "tokens", "window", "sent", "dropped"):
             table.add_column(name, justify="right")
         for turn in range(args.turns):

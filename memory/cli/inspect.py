@@ -13,6 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands
 from memory.context.cut import preview
@@ -169,37 +170,49 @@ def _count(number: int, noun: str) -> str:
     return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
-#: Width of every column but the preview, with the spaces between columns.
-_FIXED_COLUMNS_WIDTH = 58
 _FATE_STYLES = {"kept": "green", "cut": "yellow", "dropped": "red"}
+_HEADERS = ("#", "part", "unit", "tokens", "sent", "preview")
+#: What the table spends besides its cells: three characters between two columns (padding, the
+#: box's divider, padding) and one at each edge.
+_PADDING = 3 * (len(_HEADERS) - 1) + 2
 
 
 def _unit_table(rows: Sequence[UnitRow], budget: int, width: int) -> Table:
-    """The table of units; previews are cut to fit a console ``width`` characters wide."""
+    """The table of units; previews are cut to fit a console ``width`` characters wide.
+
+    Every column but the preview is as wide as its widest cell (header included), so spans of
+    three-digit indices or long token counts never squeeze a header: only previews are cut.
+    """
     table = Table(
         title=f"Units, and what a trim to {budget:,} tokens sends",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for name in ("#", "part", "unit", "tokens", "sent", "preview"):
+    cells = [_cells(row) for row in rows]
+    widths = [
+        max([len(name), *(len(Text.from_markup(line[column]).plain) for line in cells)])
+        for column, name in enumerate(_HEADERS[:-1])
+    ]
+    for name, column_width in zip(_HEADERS, [*widths, None], strict=True):
         right = name in ("#", "tokens", "sent")
-        table.add_column(name, justify="right" if right else "left", no_wrap=True)
-    for row in rows:
-        unit = row.unit
-        span = str(unit.start) if len(unit.messages) == 1 else f"{unit.start}-{unit.stop - 1}"
-        sent = "dropped" if row.fate == "dropped" else f"{row.sent:,}"
-        if row.fate == "cut":
-            sent += " cut"
-        table.add_row(
-            span,
-            row.part,
-            _roles(unit),
-            f"{row.tokens:,}",
-            f"[{_FATE_STYLES[row.fate]}]{sent}[/]",
-            preview(_unit_text(unit), max(12, width - _FIXED_COLUMNS_WIDTH)),
+        table.add_column(
+            name, justify="right" if right else "left", no_wrap=True, min_width=column_width
         )
+    room = max(12, width - sum(widths) - _PADDING)
+    for row, line in zip(rows, cells, strict=True):
+        table.add_row(*line, preview(_unit_text(row.unit), room))
     return table
+
+
+def _cells(row: UnitRow) -> list[str]:
+    """The cells of a row before its preview: span, part, roles, tokens, what was sent."""
+    unit = row.unit
+    span = str(unit.start) if len(unit.messages) == 1 else f"{unit.start}-{unit.stop - 1}"
+    sent = "dropped" if row.fate == "dropped" else f"{row.sent:,}"
+    if row.fate == "cut":
+        sent += " cut"
+    return [span, row.part, _roles(unit), f"{row.tokens:,}", f"[{_FATE_STYLES[row.fate]}]{sent}[/]"]
 
 
 def _roles(unit: Unit) -> str:

@@ -30,7 +30,8 @@ def register_worker(subcommands: Subcommands) -> None:
 def _run_worker(args: argparse.Namespace, out: Console) -> int:
     with Memory.open() as mem:
         if args.until_idle:
-            mem.run_worker(until_idle=True)
+            run = mem.run_worker(until_idle=True)
+            out.print(f"stratamem worker: {run.summary_line()}", highlight=False, soft_wrap=True)
             return 0
         stop = threading.Event()
 

@@ -54,7 +54,8 @@ def assemble(
     The prompt is ordered system, summary, memories (pins first, then by score), the window
     chosen from ``history``, and the current turn. The summary and memories are sent as
     system messages labelled as context. When the whole does not fit, the hard cap (see
-    ``memory.cap.apply_cap``) cuts and drops parts in DESIGN.md's priority order.
+    ``memory.context.cap.apply_cap``) cuts and drops parts in the priority order of
+    ``docs/design.md`` ("The hard cap").
 
     Args:
         history: the conversation to choose the window from, the current turn (the last user

@@ -17,7 +17,7 @@ __all__ = [
     "plan_budget",
 ]
 
-#: Share of an explicit window reserved for the answer when the model's max output is unknown.
+#: Share of an explicit window reserved for the answer when no ``max_output`` is given.
 UNKNOWN_OUTPUT_SHARE = 0.20
 #: The safety margin is this share of the window ...
 SAFETY_MARGIN_SHARE = 0.02
@@ -172,9 +172,11 @@ def plan_budget(
 ) -> Budget:
     """Plan the history budget of a model, from the table or explicit numbers.
 
-    Explicit numbers win over the table. The output reserve is ``max_output``, else the
-    model's max output, else 20% of the window (an explicit window for a model the table does
-    not know). The safety margin defaults to ``default_safety_margin(window)``.
+    Explicit numbers win over the table. The output reserve is ``max_output``; else, for the
+    table's window, the model's max output; else (an explicit window) 20% of that window, never
+    more than the model's max output when the table knows it: a small window given on purpose
+    must not be swallowed by the reserve of the model's largest answer. The safety margin
+    defaults to ``default_safety_margin(window)``.
 
     Args:
         model: a model name looked up with ``limits_for``; optional with an explicit window.
@@ -190,10 +192,12 @@ def plan_budget(
     window = context_window if context_window is not None else _window_of(model, limits)
     if max_output is not None:
         reserve = max_output
-    elif limits is not None:
+    elif context_window is None and limits is not None:
         reserve = limits.max_output
     else:
         reserve = int(window * UNKNOWN_OUTPUT_SHARE)
+        if limits is not None:
+            reserve = min(reserve, limits.max_output)
     margin = default_safety_margin(window) if safety_margin is None else safety_margin
     return Budget(window, reserve, margin)
 

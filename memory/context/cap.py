@@ -1,9 +1,10 @@
 """The hard cap: a pipeline of plain functions that narrows a context's parts to a budget.
 
-``apply_cap`` runs the steps in DESIGN.md's priority order: the system message, pins and the
-current turn stay (the turn's big tool results are cut); the oldest window units go first, then
-retrieved memories (lowest score first), then the summary is shortened or dropped, and the
-most recent units go last. Each step returns a new ``CappedContext`` recording its drops.
+``apply_cap`` runs the steps in the priority order of ``docs/design.md`` ("The hard cap"): the
+system message, pins and the current turn stay (the turn's big tool results are cut); the oldest
+window units go first, then retrieved memories (lowest score first), then the summary is
+shortened or dropped, and the most recent units go last. Each step returns a new
+``CappedContext`` recording its drops.
 """
 
 from __future__ import annotations
@@ -213,7 +214,10 @@ def _drop_oldest(
     kept = fit_newest(reversed(units), sum(tokens.values()) - over, lambda u: tokens[u.start])
     gone = units[: len(units) - len(kept)]
     reason = _WINDOW_REASON if layer == "window" else _RECENT_REASON
-    dropped = tuple(Dropped(layer, describe_unit(u), tokens[u.start], reason) for u in gone)
+    dropped = tuple(
+        Dropped(layer, describe_unit(u), tokens[u.start], reason, (u.start, u.stop - 1))
+        for u in gone
+    )
     return replace(
         capped,
         parts=keep(tuple(kept)),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
 
 __all__ = [
     "ContextReport",
     "Dropped",
+    "InterruptedCall",
     "LayerTokens",
     "SummaryState",
     "ToolResultCut",
@@ -26,12 +30,16 @@ class Dropped:
         detail: what it was, e.g. ``messages 3-5 (assistant tool call + 2 results)``.
         tokens: tokens the drop saved.
         reason: why it went, in the words of the priority order.
+        span: the first and last message of a dropped window unit: indices in the history
+            given to ``assemble``; in a report of ``Memory.prepare``, seqs in the session (as
+            ``detail`` names them). ``None`` for a memory or the summary.
     """
 
     layer: Layer
     detail: str
     tokens: int
     reason: str
+    span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +48,8 @@ class ToolResultCut:
 
     Attributes:
         layer: ``input`` (the current turn), ``window`` or ``recent``.
-        index: index of the tool message in the history.
+        index: index of the tool message in the history; in a report of
+            ``Memory.prepare``, its seq in the session.
         tool_call_id: the call the result answers.
         tokens_before: tokens of the message before the cut.
         tokens_after: tokens of the message after the cut.
@@ -92,6 +101,23 @@ class SummaryState:
 
 
 @dataclass(frozen=True, slots=True)
+class InterruptedCall:
+    """A tool call closed with an "interrupted: no result" result because the user went on.
+
+    Attributes:
+        call_id: the call's id.
+        name: the function called.
+        call_seq: the seq of the assistant message that made the call.
+        result_seq: the seq of the stored result that closed it.
+    """
+
+    call_id: str
+    name: str
+    call_seq: int
+    result_seq: int
+
+
+@dataclass(frozen=True, slots=True)
 class ContextReport:
     """What went into one assembled context and what was left out.
 
@@ -101,6 +127,10 @@ class ContextReport:
         dropped: every part left out or shortened, in the order the cap dropped them.
         cut_tool_results: every tool result cut inside a unit that was kept.
         summary: the summary as sent, or ``None`` when there was none or it was dropped.
+        interrupted_calls: tool calls this request closed as interrupted (a new user input
+            while they waited for results).
+        archived: how many messages this request folded into the summary as a raw archive
+            because the window outgrew the budget before a background summary arrived.
     """
 
     budget: int
@@ -108,3 +138,14 @@ class ContextReport:
     dropped: tuple[Dropped, ...]
     cut_tool_results: tuple[ToolResultCut, ...]
     summary: SummaryState | None
+    interrupted_calls: tuple[InterruptedCall, ...] = ()
+    archived: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-compatible data (dicts, lists, numbers, strings)."""
+        data: dict[str, Any] = to_jsonable_python(self)
+        return data
+
+    def to_json(self) -> str:
+        """The report as one line of JSON, for logs."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))

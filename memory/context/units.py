@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
-from memory.context.messages import Message
+from memory.context.messages import Message, api_problem
 from memory.context.tokens import TokenCounter
 from memory.errors import Problem
 
@@ -304,6 +304,8 @@ def _shape_of(item: object) -> _Shape | None:
     ):
         return None
     tool_calls = item.get("tool_calls")
+    if api_problem(role, content, tool_calls, item) is not None:
+        return None  # parsing names the problem
     if tool_calls is None:
         return _Shape(role, (), tool_call_id)
     if type(tool_calls) not in (list, tuple) or not all(map(_is_tool_call, tool_calls)):

@@ -7,7 +7,7 @@ import logging
 from memory.context.messages import Message
 from memory.summary.policy import FoldPolicy, limit_fold
 from memory.summary.summarizer import PreviousSummary, Summarizer
-from storage import MessageStore, SummaryRecord, SummaryStore
+from storage import MessageStore, StoredMessage, SummaryRecord, SummaryStore
 
 __all__ = ["Consolidator"]
 
@@ -28,16 +28,21 @@ class Consolidator:
         summaries: SummaryStore,
         summarizer: Summarizer,
         policy: FoldPolicy,
+        *,
+        max_step_tokens: int | None = None,
     ) -> None:
         self._messages = messages
         self._summaries = summaries
         self._summarizer = summarizer
         self.policy = policy
+        # A model reads each step: bound its prompt. A raw archive (no model) needs no bound.
+        self._max_step_tokens = max_step_tokens or 2 * policy.trigger_tokens
 
     def consolidate(self, user_id: str, session_id: str) -> SummaryRecord | None:
         """Fold the messages that left the window into the summary, if the trigger is reached.
 
-        A backlog is folded in steps of at most twice the trigger, one summariser call each.
+        A backlog is folded in steps of at most twice the trigger (or ``max_step_tokens``),
+        one summariser call each.
 
         Returns:
             The new summary, or ``None`` when nothing was due or another consolidation won.
@@ -51,6 +56,67 @@ class Consolidator:
             if not more:
                 return saved
 
+    def upgrade(
+        self, user_id: str, session_id: str, base: PreviousSummary | None, base_seq: int
+    ) -> SummaryRecord | None:
+        """Rewrite a raw-archive summary as a model-written one, at the same boundary.
+
+        ``prepare`` archives raw (no model, in milliseconds) what the window could not hold
+        before a background summary arrived; this turns that archive back into a real summary:
+        from ``base`` (the model-written summary the archives started from, covering the
+        messages up to ``base_seq``; ``None`` for none) over the messages up to the stored
+        boundary, in bounded steps. The boundary does not move; the stored summary is replaced
+        only if it is still the one read (compare-and-set) and every step was written by a
+        model: a failed step keeps the archive, which loses nothing.
+
+        Returns:
+            The upgraded summary, or ``None`` when there was nothing to upgrade, a model
+            failed, or another writer stored first.
+        """
+        current = self._summaries.get(user_id, session_id)
+        if current is None or current.kind != "raw" or current.boundary_seq <= base_seq:
+            return None
+        stored = self._messages.between(user_id, session_id, base_seq, current.boundary_seq)
+        parsed = [Message.from_openai(message.payload) for message in stored]
+        tokens = [message.tokens for message in stored]
+        previous = base
+        while parsed:
+            step = limit_fold(parsed, tokens, len(parsed), 2 * self.policy.trigger_tokens)
+            result = self._summarizer.summarise(previous, parsed[:step])
+            if result.kind != "llm":
+                logger.info("session %s: the archive stays raw (no model summary)", session_id)
+                return None
+            previous = PreviousSummary(text=result.text, kind="llm")
+            parsed, tokens = parsed[step:], tokens[step:]
+        assert previous is not None  # the loop ran: there were messages after base_seq
+        return self._summaries.save(
+            user_id,
+            session_id,
+            content=previous.text,
+            kind="llm",
+            boundary_seq=current.boundary_seq,
+            covered=current.covered,
+            expected_version=current.version,
+        )
+
+    def fold_through(self, user_id: str, session_id: str, last_seq: int) -> SummaryRecord | None:
+        """Fold every message up to ``last_seq`` into the summary now, due or not, in one step.
+
+        For what must not leave the context unsummarised although the policy's trigger is not
+        reached (a long system prompt or summary left the window little room).
+        ``last_seq`` must end a unit (never between a tool call and its results).
+
+        Returns:
+            The new summary, or ``None`` when nothing is left to fold or another writer won.
+        """
+        previous = self._summaries.get(user_id, session_id)
+        boundary = previous.boundary_seq if previous else 0
+        if last_seq <= boundary:
+            return None
+        stored = self._messages.between(user_id, session_id, boundary, last_seq)
+        parsed = [Message.from_openai(message.payload) for message in stored]
+        return self._save_fold(user_id, session_id, previous, stored, parsed, len(stored))
+
     def _fold_once(self, user_id: str, session_id: str) -> tuple[SummaryRecord | None, bool]:
         previous = self._summaries.get(user_id, session_id)
         boundary = previous.boundary_seq if previous else 0
@@ -58,9 +124,21 @@ class Consolidator:
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
         due = self.policy.plan(parsed, tokens)
-        fold = limit_fold(parsed, tokens, due, 2 * self.policy.trigger_tokens)
+        fold = limit_fold(parsed, tokens, due, self._max_step_tokens)
         if fold == 0:
             return None, False
+        return self._save_fold(user_id, session_id, previous, stored, parsed, fold), fold < due
+
+    def _save_fold(
+        self,
+        user_id: str,
+        session_id: str,
+        previous: SummaryRecord | None,
+        stored: list[StoredMessage],
+        parsed: list[Message],
+        fold: int,
+    ) -> SummaryRecord | None:
+        """Summarise the first ``fold`` messages after ``previous`` and store the result."""
         result = self._summarizer.summarise(
             PreviousSummary(text=previous.content, kind=previous.kind) if previous else None,
             parsed[:fold],
@@ -76,4 +154,4 @@ class Consolidator:
         )
         if saved is None:
             logger.info("session %s: another consolidation stored first; discarded", session_id)
-        return saved, fold < due
+        return saved

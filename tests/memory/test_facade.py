@@ -23,6 +23,7 @@ from memory import (
     ContextOverflowError,
     InvalidHistoryError,
     Memory,
+    RecordConflictError,
     ScriptedChatModel,
     Settings,
     count_tokens,
@@ -162,13 +163,14 @@ def test_recording_the_same_client_id_again_stores_it_once(
     first = mem.record(user_id=user_id, session_id=session_id, messages=[reply])
 
     again = mem.record(user_id=user_id, session_id=session_id, messages=[reply])
-    # A retried batch that was partly stored stores only what is new.
+    # A batch that is partly stored is neither new nor a replay: refused whole.
     follow_up = {"role": "user", "content": "How are you?", "id": "u-2"}
-    partly = mem.record(user_id=user_id, session_id=session_id, messages=[reply, follow_up])
+    with pytest.raises(RecordConflictError, match="'a-1' is already stored"):
+        mem.record(user_id=user_id, session_id=session_id, messages=[reply, follow_up])
     mem.prepare(user_id=user_id, session_id=session_id, input=follow_up)
+    mem.prepare(user_id=user_id, session_id=session_id, input=follow_up)  # a retried input
 
     assert again == first
-    assert partly[0] == first[0]
     history = mem.history(user_id=user_id, session_id=session_id)
     assert [(m.seq, m.client_id) for m in history] == [(1, "u-1"), (2, "a-1"), (3, "u-2")]
 
@@ -199,7 +201,7 @@ def test_prepare_without_input_continues_the_tool_loop(
     assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
 
 
-def test_a_long_conversation_is_cut_to_the_window_and_the_cap(
+def test_a_long_conversation_is_archived_before_the_cap_would_drop_any_of_it(
     small: Memory, user_id: str, session_id: str
 ) -> None:
     small.record(user_id=user_id, session_id=session_id, messages=conversation(120))
@@ -211,24 +213,23 @@ def test_a_long_conversation_is_cut_to_the_window_and_the_cap(
     report = context.report
     assert report.budget == small.budget.history
     assert report.tokens.total == count_tokens(context.messages) <= report.budget
-    assert report.dropped
-    assert {dropped.layer for dropped in report.dropped} == {"window"}
+    # Offline and background mode, no worker: what the window cannot hold is archived raw.
+    summary = small.summary(user_id=user_id, session_id=session_id)
+    assert summary is not None and summary.kind == "raw"
+    assert report.archived == summary.covered == summary.boundary_seq > 0
+    assert not [drop for drop in report.dropped if drop.layer in ("window", "recent")]
     assert validate_history(context.messages) == []
     history = small.history(user_id=user_id, session_id=session_id)
-    kept = context.messages[1:]
     assert context.messages[0] == {"role": "system", "content": "Be brief."}
-    assert kept[-1] == {"role": "user", "content": "And now?"}
-    # The window is the newest part of the conversation, cut at a message boundary.
-    assert 1 < len(kept) < len(history)
-    assert kept == [m.payload for m in history[-len(kept) :]]
+    assert context.messages[1]["content"].startswith("Summary of the earlier conversation")
+    # Then every message after the boundary, the newest part of the conversation.
+    assert context.messages[2:] == [m.payload for m in history[summary.boundary_seq :]]
+    assert context.messages[-1] == {"role": "user", "content": "And now?"}
 
-    # The session passed the summary trigger, so a consolidation was queued; run it.
-    assert small.summary(user_id=user_id, session_id=session_id) is None
+    # The session passed the summary trigger, so a consolidation was queued; it finds the
+    # archive in place and nothing more due.
     small.run_worker(until_idle=True)
-    summary = small.summary(user_id=user_id, session_id=session_id)
-    assert summary is not None
-    assert summary.kind == "raw"
-    assert summary.covered == summary.boundary_seq
+    assert small.summary(user_id=user_id, session_id=session_id) == summary
 
 
 def test_a_tool_result_larger_than_the_window_is_stored_whole_and_cut_in_context(
@@ -358,17 +359,24 @@ def test_prepare_reads_as_many_rows_for_2000_messages_as_for_200(
     for length in (200, 2_000):
         session_id = f"session-{uuid.uuid4()}"
         small.record(user_id=user_id, session_id=session_id, messages=conversation(length))
+        # The first request archives the backlog the window cannot hold (once, in one step);
+        # from then on every request reads only what is new after the boundary.
+        small.prepare(user_id=user_id, session_id=session_id, input="First?")
+        small.record(user_id=user_id, session_id=session_id, messages=conversation(2)[1:])
+        boundary = small.summary(user_id=user_id, session_id=session_id)
+        assert boundary is not None
         message_rows.clear()
         walks.clear()
 
         contexts[length] = small.prepare(
             user_id=user_id, session_id=session_id, input="Next?"
-        ).messages
+        ).messages[1:]  # after the summary, which names how many messages it covers
 
         rows_read[length] = sum(message_rows)
         [(after_seq, seqs)] = walks
-        assert after_seq == 0
-        assert seqs == list(range(length + 1, length + 1 - len(seqs), -1))
+        # The window cached by the first request is extended by the two new rows only.
+        assert boundary.boundary_seq < after_seq == length + 1
+        assert seqs == list(range(length + 3, length + 3 - len(seqs), -1))
         consumed[length] = len(seqs)
 
     assert rows_read[200] == rows_read[2_000] < 200
@@ -495,15 +503,14 @@ def test_a_result_for_an_unknown_call_is_refused_and_nothing_is_stored(
     assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
 
 
-def test_a_user_message_while_calls_are_open_is_refused_and_nothing_is_stored(
+def test_a_user_message_recorded_while_calls_are_open_is_refused_and_nothing_is_stored(
     mem: Memory, user_id: str, session_id: str
 ) -> None:
     mem.prepare(user_id=user_id, session_id=session_id, input="Weather?")
     mem.record(user_id=user_id, session_id=session_id, messages=[tool_call("call_1")])
 
-    with pytest.raises(InvalidHistoryError, match="call_1"):
-        mem.prepare(user_id=user_id, session_id=session_id, input="Never mind.")
-    with pytest.raises(InvalidHistoryError, match="call_1"):
+    # Only a new input through prepare closes open calls (see test_open_tool_calls.py).
+    with pytest.raises(InvalidHistoryError, match="close_open_calls"):
         mem.record(
             user_id=user_id, session_id=session_id, messages=[{"role": "user", "content": "Hm?"}]
         )
@@ -592,7 +599,7 @@ def test_negative_budgets_are_refused_before_connecting(values: dict[str, Any]) 
     [
         ({"context_window": 1_000, "max_output": 1_000}, "leaves no room"),
         ({"context_window": 1_000, "max_output": 950}, "leaves no room"),
-        ({"context_window": 1_000}, "leaves no room"),  # gpt-4o-mini reserves 16,384
+        ({"context_window": 1_000, "safety_margin": 800}, "leaves no room"),
         ({"model": "my-own-model"}, "unknown model"),
     ],
 )
@@ -660,12 +667,14 @@ def test_a_backlog_is_folded_in_bounded_summariser_calls(
 ) -> None:
     chat = ScriptedChatModel([f"summary {n}" for n in range(50)])
     memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
-    for turn in range(60):  # background mode and no worker: a backlog builds up
-        memory.prepare(user_id=user_id, session_id=session_id, input=f"question {turn} " * 10)
+    for turn in range(60):  # recorded with no prepare and no worker: a backlog builds up
         memory.record(
             user_id=user_id,
             session_id=session_id,
-            messages=[{"role": "assistant", "content": f"answer {turn} " * 10}],
+            messages=[
+                {"role": "user", "content": f"question {turn} " * 10},
+                {"role": "assistant", "content": f"answer {turn} " * 10},
+            ],
         )
     trigger = memory._parts.fold_policy.trigger_tokens
     history = memory.history(user_id=user_id, session_id=session_id)
@@ -701,4 +710,4 @@ def test_a_broken_batch_names_stored_messages_by_their_seq_and_client_id(
         )
 
     assert str(caught.value.problems[0]).startswith("message 0: unknown tool_call_id 'c9'")
-    assert "stored message #2 (id 'a-1') made no such call" in str(caught.value.problems[0])
+    assert "stored message seq 2 (id 'a-1') made no such call" in str(caught.value.problems[0])

@@ -5,6 +5,7 @@ import types
 import memory
 
 EXPECTED = {
+    "INTERRUPTED_CONTENT",
     "AssembledContext",
     "Budget",
     "BudgetError",
@@ -14,6 +15,8 @@ EXPECTED = {
     "ContextOverflowError",
     "ContextReport",
     "Dropped",
+    "InterruptedCall",
+    "JobOutcome",
     "InvalidHistoryError",
     "LLMChain",
     "LLMChainFailed",
@@ -25,6 +28,8 @@ EXPECTED = {
     "ModelLimits",
     "OpenAIChatModel",
     "Problem",
+    "OpenCall",
+    "RecordConflictError",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",
@@ -37,6 +42,7 @@ EXPECTED = {
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
+    "ToolCallInterruptedError",
     "ToolResultCut",
     "Unit",
     "assemble",
@@ -48,6 +54,7 @@ EXPECTED = {
     "split_units",
     "trim_history",
     "validate_history",
+    "WorkerRun",
 }
 
 
@@ -73,4 +80,6 @@ def test_the_errors_are_value_errors_where_the_input_is_at_fault() -> None:
     assert issubclass(memory.InvalidHistoryError, ValueError)
     assert issubclass(memory.ContextOverflowError, ValueError)
     assert issubclass(memory.BudgetError, ValueError)
+    assert issubclass(memory.RecordConflictError, ValueError)
+    assert issubclass(memory.ToolCallInterruptedError, memory.InvalidHistoryError)
     assert issubclass(memory.LLMError, memory.StratamemError)

@@ -11,15 +11,19 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_the_facade_example_runs(fresh_data_dir: Path) -> None:
+def test_the_facade_example_runs_twice_on_one_data_folder(fresh_data_dir: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     example = next(block for block in blocks if "Memory.open()" in block)
     env = {key: value for key, value in os.environ.items() if not key.startswith("STRATAMEM_")}
     env["STRATAMEM_DATA_DIR"] = str(fresh_data_dir)
 
-    run = subprocess.run(
-        [sys.executable, "-c", example], env=env, capture_output=True, text=True, check=False
-    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", example], env=env, capture_output=True, text=True, check=False
+        )
+        for _ in range(2)
+    ]
 
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-1] == "3"  # the input, the tool call and its result
+    assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+    # The input, the tool call and its result; then the second input (the batch is a replay).
+    assert [run.stdout.splitlines()[-1] for run in runs] == ["3", "4"]

@@ -325,3 +325,18 @@ def test_jobs_of_two_users_on_the_same_session_id_are_separate(queue: JobQueue, 
 
     claimed = {job.user_id for job in iter(lambda: claim(queue, kind), None)}
     assert claimed == {alice, bob}
+
+
+def test_params_travel_with_the_job_and_merge_key_by_key(
+    queue: JobQueue, kind: str, user_id: str
+) -> None:
+    queue.enqueue(kind, user_id, "s1", params={"budget": 1_000, "base": {"seq": 4}})
+    queue.enqueue(kind, user_id, "s1", params={"budget": 2_000})  # "base" is left as it was
+    queue.enqueue(kind, user_id, "s2")
+
+    jobs = [claim(queue, kind), claim(queue, kind)]
+
+    assert {job.session_id: job.params for job in jobs if job is not None} == {
+        "s1": {"budget": 2_000, "base": {"seq": 4}},
+        "s2": {},
+    }

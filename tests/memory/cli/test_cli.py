@@ -202,3 +202,31 @@ def test_the_module_runs_as_a_program() -> None:
     assert completed.returncode == 0, completed.stderr
     assert "Trim to 1,200 tokens sends" in completed.stdout
     assert "Traceback" not in completed.stderr
+
+
+def test_inspect_never_truncates_its_headers_once_indices_reach_three_digits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for turn in range(60):
+        calls = [
+            {"id": f"{kind}{turn}", "type": "function", "function": {"name": "lookup"}}
+            for kind in "cd"
+        ]
+        messages += [
+            {"role": "user", "content": f"question {turn} about a long and winding road"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": f"c{turn}", "content": "result text " * 1_000},
+            {"role": "tool", "tool_call_id": f"d{turn}", "content": "short"},
+        ]
+
+    assert main(["inspect", str(write(tmp_path, messages)), "--budget", "5000"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["#"])
+    assert header.split() == ["#", "part", "unit", "tokens", "sent", "preview"]
+    assert "…" not in header
+    last = rows("\n".join(lines))["238-240"]
+    assert last[:5] == ["238-240", "turn", "assistant", "+", "2"]
+    assert all(len(line) <= 80 for line in lines if line.split()[:1] in (["#"], ["238-240"]))

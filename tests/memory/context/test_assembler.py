@@ -106,7 +106,9 @@ def test_an_explicit_system_message_replaces_the_historys() -> None:
 
 def test_a_system_message_of_another_role_is_refused() -> None:
     with pytest.raises(ValueError, match="system or developer"):
-        assemble(history(), budget=10_000, counter=COUNTER, system=Message(role="user"))
+        assemble(
+            history(), budget=10_000, counter=COUNTER, system=Message(role="user", content="x")
+        )
 
 
 def test_the_first_system_message_goes_first_wherever_it_stands() -> None:

@@ -111,10 +111,19 @@ def test_no_model_and_no_window_is_an_error() -> None:
 
 def test_reserve_larger_than_window_names_the_numbers() -> None:
     with pytest.raises(BudgetError) as caught:
-        plan_budget("o1", context_window=50_000)
+        plan_budget("o1", context_window=50_000, max_output=100_000)
     message = str(caught.value)
     for number in ("100000", "1000", "50000"):
         assert number in message
+
+
+def test_an_explicit_small_window_reserves_a_share_of_itself_not_the_tables_output() -> None:
+    # gpt-4o-mini's table max output is 16,384: far more than a 1,000-token window.
+    budget = plan_budget("gpt-4o-mini", context_window=1_000)
+    assert (budget.reserved_output, budget.safety_margin, budget.history) == (200, 64, 736)
+    # A large explicit window never reserves more than the model can write.
+    assert plan_budget("gpt-4o-mini", context_window=128_000).reserved_output == 16_384
+    assert plan_budget("gpt-4o-mini").reserved_output == 16_384
 
 
 def test_reserve_plus_margin_equal_to_window_is_an_error() -> None:

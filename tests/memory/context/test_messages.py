@@ -6,9 +6,17 @@ import copy
 from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletionMessage
 from pydantic import ValidationError
 
-from memory.context.messages import Message, ToolCall, parse_messages, render_messages
+from memory.context.messages import (
+    Message,
+    ToolCall,
+    message_dict,
+    parse_messages,
+    render_messages,
+)
+from memory.context.units import validate_history
 from memory.errors import InvalidHistoryError
 
 SHAPES: list[dict[str, Any]] = [
@@ -24,7 +32,7 @@ SHAPES: list[dict[str, Any]] = [
             {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
         ],
     },
-    {"role": "assistant", "content": None},
+    {"role": "assistant", "content": ""},
     {"role": "assistant", "content": "done", "refusal": None},
     {
         "role": "assistant",
@@ -77,7 +85,7 @@ def test_text_joins_text_parts_and_skips_others() -> None:
     assert message.text == "what is this?"
     parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
     assert Message(role="user", content=parts).text == "a\nb"
-    assert Message(role="assistant", content=None).text == ""
+    assert Message(role="assistant", content="").text == ""
 
 
 def test_messages_are_frozen() -> None:
@@ -109,3 +117,51 @@ def test_parse_names_every_bad_index() -> None:
         3,
     ]
     assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ({"role": "assistant"}, "an assistant message needs content or tool_calls"),
+        (
+            {"role": "assistant", "content": None, "tool_calls": []},
+            "tool_calls must not be an empty list",
+        ),
+        ({"role": "tool", "tool_call_id": "c1"}, "a tool message needs content"),
+        ({"role": "user", "content": None}, "a user message needs content"),
+        ({"role": "system", "content": []}, "content must not be an empty list"),
+    ],
+)
+def test_what_the_chat_api_would_refuse_is_refused_everywhere(
+    message: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(InvalidHistoryError, match=problem):
+        parse_messages([message])
+    history = [{"role": "user", "content": "hi"}, message]
+    if message["role"] == "tool":
+        history.insert(
+            1, {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f"}}]}
+        )
+    last = f"message {len(history) - 1}: "
+    assert any(p.startswith(last) and problem in p for p in validate_history(history))
+
+
+def test_a_legacy_function_call_counts_as_the_assistants_action() -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "f", "arguments": ""},
+    }
+    assert Message.from_openai(message).to_openai() == message
+
+
+def test_message_dict_takes_sdk_objects_and_leaves_response_only_fields_out() -> None:
+    reply = ChatCompletionMessage(
+        role="assistant", content=None, refusal="No.", annotations=[], audio=None
+    )
+    assert message_dict(reply) == {"role": "assistant", "content": "No."}
+    with_none = {"role": "user", "content": "hi", "name": None, "refusal": None}
+    assert message_dict(with_none) == {"role": "user", "content": "hi"}
+    assert message_dict(Message(role="user", content="x")) == {"role": "user", "content": "x"}
+    with pytest.raises(TypeError, match="got int"):
+        message_dict(42)

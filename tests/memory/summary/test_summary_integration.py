@@ -21,7 +21,7 @@ from sqlalchemy import make_url, text
 from summary_child import SETTINGS, settings
 
 from memory import AssembledContext, Memory, Settings, SummaryEvent, SummaryState
-from memory.context.tokens import TiktokenCounter, count_tokens
+from memory.context.tokens import TiktokenCounter
 from memory.context.units import validate_history
 from memory.llm import OpenAIChatModel
 from memory.summary.policy import FoldPolicy
@@ -570,7 +570,7 @@ def test_a_worker_thread_runs_jobs_until_close(
     assert summary is not None and summary.content.startswith("Summary number 1:")
 
 
-def test_when_the_window_overflows_before_the_job_runs_the_context_stays_valid(
+def test_what_the_window_cannot_hold_before_the_job_runs_is_archived_then_upgraded(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
     memory = open_memory(db, server, summary_mode="background")
@@ -578,16 +578,81 @@ def test_when_the_window_overflows_before_the_job_runs_the_context_stays_valid(
 
     context = prepare_turn(memory, user_id, session_id)
 
+    # No model call on the request path: the archive is written in milliseconds, raw.
     assert server.requests == []
-    assert context.report.summary is None
-    assert context.report.dropped  # the hard cap dropped the oldest units
+    archived = memory.summary(user_id=user_id, session_id=session_id)
+    assert archived is not None and archived.kind == "raw"
+    assert context.report.archived == archived.covered == archived.boundary_seq > 0
+    assert context.report.summary == SummaryState("raw", archived.covered, True, False)
+    assert not [d for d in context.report.dropped if d.layer in ("window", "recent")]
     assert validate_history(context.messages) == []
-    assert count_tokens(context.messages, model=memory.settings.model) <= memory.budget.history
     assert context.report.tokens.total <= memory.budget.history
-    assert context.messages[0] == {"role": "system", "content": SYSTEM}
-    last = next_seq(memory, user_id, session_id) - 2  # the prepared input, before its answer
-    assert context.messages[-1] == {"role": "user", "content": line(last)}
+    # Every message is in the archive or in the request, in order.
+    sent = [tag for message in context.messages[2:] for tag in tags(message["content"])]
+    assert tags(archived.content)[-1] == archived.boundary_seq
+    assert sent == list(range(archived.boundary_seq + 1, sent[-1] + 1))
     assert jobs_of(db, session_id) == [("pending", 0)]
+
+    server.responder = numbered_summaries()
+    memory.run_worker(until_idle=True)
+
+    upgraded = memory.summary(user_id=user_id, session_id=session_id)
+    assert upgraded is not None and upgraded.kind == "llm"
+    assert upgraded.content.startswith("Summary number")
+    # From the same boundary, over the very messages the archive held (no summary before it).
+    assert (upgraded.boundary_seq, upgraded.covered) == (archived.boundary_seq, archived.covered)
+    folded = [tag for body in server.requests for tag in tags(new_messages(body))]
+    assert folded == list(range(1, archived.boundary_seq + 1))
+    assert jobs_of(db, session_id) == [("done", 1)]
+    after = prepare_turn(memory, user_id, session_id)
+    assert after.report.summary == SummaryState("llm", archived.covered, False, False)
+
+
+def test_when_every_model_fails_the_upgrade_keeps_the_archive(
+    db: Database, server: FakeOpenAI, user_id: str, session_id: str
+) -> None:
+    memory = open_memory(db, server, summary_mode="background")
+    fill_past(memory, user_id, session_id, 2 * memory.budget.history)
+    prepare_turn(memory, user_id, session_id)
+    archived = memory.summary(user_id=user_id, session_id=session_id)
+    assert archived is not None and archived.kind == "raw"
+    server.responder = lambda body: Status(500, "the model is down")
+
+    memory.run_worker(until_idle=True)
+
+    assert server.requests  # the upgrade was tried
+    assert memory.summary(user_id=user_id, session_id=session_id) == archived
+    assert jobs_of(db, session_id) == [("done", 1)]
+
+
+def test_in_a_fast_loop_with_no_worker_no_message_leaves_the_context_unsummarised(
+    db: Database, server: FakeOpenAI, user_id: str, session_id: str
+) -> None:
+    """An agent loop faster than any background job, and no worker at all."""
+    memory = open_memory(db, server, summary_mode="background")
+    archives = 0
+
+    for _ in range(120):
+        context = prepare_turn(memory, user_id, session_id)
+
+        summary = memory.summary(user_id=user_id, session_id=session_id)
+        boundary = summary.boundary_seq if summary else 0
+        assert not [d for d in context.report.dropped if d.layer in ("window", "recent")]
+        window = context.messages[1:]
+        if summary is not None:
+            # The summary message comes first, and its archive ends at the boundary.
+            assert context.report.summary is not None
+            assert tags(window[0]["content"])[-1] == boundary
+            window = window[1:]
+        sent = [tag for message in window for tag in tags(message["content"])]
+        # Everything after the boundary is in the request, up to the input just stored.
+        input_seq = next_seq(memory, user_id, session_id) - 2
+        assert sent == list(range(boundary + 1, input_seq + 1))
+        archives += context.report.archived > 0
+
+    assert archives >= 2  # the window outgrew the budget more than once
+    assert server.requests == []  # and no request waited for a model
+    assert [status for status, _ in jobs_of(db, session_id)] == ["pending"]
 
 
 # --- SIGKILL -------------------------------------------------------------------------------
