@@ -224,15 +224,20 @@ class Memory:
         """Fold what left the window into the summary now, if the trigger is reached."""
         return self._parts.consolidator.consolidate(user_id, session_id)
 
-    def run_worker(self, *, until_idle: bool = False) -> None:
+    def run_worker(self, *, until_idle: bool = False, stop: threading.Event | None = None) -> None:
         """Run queued consolidations.
 
         By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests).
+        the caller's thread, returning once no job is pending (for scripts and tests) or once
+        ``stop`` is set (the running job is finished first).
+
+        Raises:
+            storage.DatabaseUnavailableError: with ``until_idle``, the database went away (a
+                background worker waits an outage out instead).
         """
         worker = Worker(self._parts.jobs, self._parts.job_handlers())
         if until_idle:
-            worker.run(threading.Event(), until_idle=True)
+            worker.run(stop or threading.Event(), until_idle=True)
             return
         thread = threading.Thread(
             target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True

@@ -47,15 +47,3 @@ def test_the_worker_runs_queued_consolidations_until_idle(
         summary = mem.summary(user_id=user_id, session_id=session_id)
         assert summary is not None and summary.kind == "raw"
         assert summary.covered == summary.boundary_seq > 0
-
-
-def test_an_unreachable_database_is_one_clear_line_and_exit_code_1(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("STRATAMEM_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/none")
-
-    assert main(["worker", "--until-idle"]) == 1
-
-    err = capsys.readouterr().err
-    assert err.startswith("stratamem: error: cannot use the database")
-    assert "Traceback" not in err
