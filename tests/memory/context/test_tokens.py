@@ -167,10 +167,14 @@ def test_cache_distinguishes_what_the_count_depends_on() -> None:
 
 
 def test_cache_is_bounded() -> None:
-    counter = SpyCounter(MODEL, cache_bytes=2 * tokens.CACHE_ENTRY_BYTES)
+    probe = TiktokenCounter(MODEL)
+    probe.count_message(Message(role="user", content="0"))
+    # Room for two entries, not three (an int in a key varies in size by a few bytes).
+    counter = SpyCounter(MODEL, cache_bytes=probe.cache_bytes * 5 // 2)
     messages = [Message(role="user", content=str(i)) for i in range(3)]
     for message in messages:
         counter.count_message(message)
+    assert counter.cache_entries == 2
     before = len(counter.encoded)
     counter.count_message(messages[0])  # evicted, so counted again
     assert len(counter.encoded) > before
