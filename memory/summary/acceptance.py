@@ -16,8 +16,10 @@ The checks, in order:
    dates, times, order and flight ids such as ``#4471`` or ``TP1234``) and capitalised words
    inside a sentence (names, places, months). A fact counts as kept when the same word (any
    case) is in the reply. The previous summary is replaced, not appended to, so a reply that
-   drops most of these has forgotten them for every later prompt. A raw archive as the previous
-   summary is not checked: it holds whole messages, most of which a summary rightly leaves out.
+   drops most of these has forgotten them for every later prompt. A previous summary with fewer
+   than ``MIN_KEY_FACTS`` (3) key facts is not checked: a share of one or two words is too coarse
+   to tell forgetting from rewording. Nor is a raw archive as the previous summary: it holds
+   whole messages, most of which a summary rightly leaves out.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ import re
 
 from memory.errors import LLMError
 
-__all__ = ["check_reply", "key_facts", "retention"]
+__all__ = ["MIN_KEY_FACTS", "check_reply", "key_facts", "retention"]
+
+#: The retention check needs at least this many key facts in the previous summary.
+MIN_KEY_FACTS = 3
 
 _REFUSAL = re.compile(
     r"""^\W*(?:
@@ -72,7 +77,7 @@ def check_reply(text: str, previous: str | None, *, min_retention: float) -> Non
         return
     facts = key_facts(previous)
     kept = retention(facts, text)
-    if kept < min_retention:
+    if len(facts) >= MIN_KEY_FACTS and kept < min_retention:
         lost = sorted(facts - _words(text))[:5]
         raise LLMError(
             f"the reply keeps {kept:.0%} of the previous summary's {len(facts)} key facts "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory.errors import LLMError
-from memory.summary.acceptance import check_reply, key_facts, retention
+from memory.summary.acceptance import MIN_KEY_FACTS, check_reply, key_facts, retention
 from memory.summary.transcript import sanitize_text
 
 PREVIOUS = "Order #4471 for Anna: 2 chairs, 240 EUR, delivery to Porto on 2025-06-01."
@@ -73,6 +73,13 @@ def test_the_threshold_is_the_least_share_kept() -> None:
 
 def test_without_a_previous_llm_summary_nothing_must_be_kept() -> None:
     check_reply("A fresh start.", None, min_retention=1.0)
+
+
+def test_a_previous_summary_with_too_few_key_facts_is_not_measured() -> None:
+    assert len(key_facts("Summary one: Lisbon in May.")) < MIN_KEY_FACTS
+    check_reply("Summary two: a trip.", "Summary one: Lisbon in May.", min_retention=1.0)
+    with pytest.raises(LLMError):
+        check_reply("Summary two: a trip.", "Trip to Lisbon in May, 3 nights.", min_retention=0.5)
 
 
 def test_sanitize_makes_text_storable_and_leaves_clean_text_alone() -> None:
