@@ -142,8 +142,8 @@ class Worker:
         self._max_backoff = max_outage_backoff_seconds
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         self._ledger = _Ledger(jobs, self.worker_id, list(self._handlers), lease_seconds)
-        #: A job that ran but whose outcome the database did not take: (job, error or None).
-        self._unsettled: tuple[Job, str | None] | None = None
+        #: A job that ran but whose outcome is not stored yet: (job, error or None, retry delay).
+        self._unsettled: tuple[Job, str | None, float] | None = None
         self._outage_tries = 0
         #: Jobs that raised, since this worker started (each was logged and re-queued).
         self.failures = 0
@@ -169,7 +169,7 @@ class Worker:
         except DatabaseUnavailableError as error:
             # The job's work is undone (its transaction rolled back): retry it once the
             # database is back, rather than after its lease has run out.
-            self._unsettled = (job, f"database unavailable: {error}")
+            self._unsettled = (job, f"database unavailable: {error}", 0.0)
             raise
         except Exception as error:
             # Degradation point: one session's failure must not stop the worker serving the
@@ -177,9 +177,9 @@ class Worker:
             # data problem; the job goes back to the queue and the messages are untouched.
             logger.exception("job %s for session %s failed", job.id, job.session_id)
             self.failures += 1
-            self._unsettled = (job, repr(error))
+            self._unsettled = (job, repr(error), self._retry_seconds)
         else:
-            self._unsettled = (job, None)
+            self._unsettled = (job, None, 0.0)
         self._settle()
         return True
 
@@ -219,12 +219,11 @@ class Worker:
         """Store the outcome of the job that last ran, if the database has not taken it yet."""
         if self._unsettled is None:
             return
-        job, error = self._unsettled
+        job, error, retry_in = self._unsettled
         if error is None:
             ours = self._ledger.complete(job)
         else:
-            retry = 0.0 if error.startswith("database unavailable") else self._retry_seconds
-            ours = self._ledger.fail(job, error, retry)
+            ours = self._ledger.fail(job, error, retry_in)
         self._unsettled = None
         if not ours:
             logger.warning(
