@@ -161,6 +161,35 @@ def test_a_long_job_has_its_lease_renewed_while_it_runs(database: Database) -> N
     assert queue.renewals >= 2
 
 
+class FencedQueue(JobQueue):
+    """A ``JobQueue`` whose ``complete`` reports a stale claim, as the fenced storage will."""
+
+    def complete(self, job_id: int) -> bool:
+        with self._database.transaction() as session:
+            session.execute(
+                text("UPDATE jobs SET claimed_by = 'another' WHERE id = :i"), {"i": job_id}
+            )
+        return False  # another worker holds the job now: our update did nothing
+
+
+def test_a_stale_claim_is_left_to_the_worker_that_took_the_job_over(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = FencedQueue(database)
+    kind = f"test-{uuid.uuid4()}"
+    ran: list[int] = []
+    worker = Worker(queue, {kind: lambda job: ran.append(job.id)})
+    queue.enqueue(kind, "u", f"s-{uuid.uuid4()}")
+
+    with caplog.at_level(logging.WARNING, logger="memory.worker"):
+        assert worker.run_once()
+        assert not worker.run_once()  # nothing left to claim, nothing left to settle
+
+    assert len(ran) == 1
+    assert status_of(database, ran[0]) == "running"  # the other worker decides
+    assert any("claim went stale" in record.getMessage() for record in caplog.records)
+
+
 # --- stratamem worker --------------------------------------------------------------------
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from memory.context.images import image_size, image_tokens
 from memory.context.messages import Message
-from memory.context.tokens import TiktokenCounter
+from memory.context.tokens import TiktokenCounter, count_tokens
+from memory.context.trim import trim_history
 
 MB = 1_000_000
 
@@ -158,3 +159,36 @@ def test_300_one_megabyte_images_do_not_grow_the_cache_past_its_bound() -> None:
     # What is still allocated after 300 MB of images went through: the bounded cache and
     # interpreter noise, nowhere near one image.
     assert after - before < MB
+
+
+def test_a_trimmed_history_with_images_fits_by_the_providers_count() -> None:
+    # Ten 1024 x 1024 screenshots cost 765 tokens each at OpenAI; counted as a flat 85 they
+    # would all be kept, and the request would be 7,650 tokens over a 3,000-token budget.
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You look at screenshots."}]
+    for turn in range(10):
+        image = {"type": "image_url", "image_url": {"url": data_url(png(1024, 1024))}}
+        history.append(
+            {"role": "user", "content": [{"type": "text", "text": f"shot {turn}"}, image]}
+        )
+        history.append({"role": "assistant", "content": f"Noted shot {turn}."})
+    history.append({"role": "user", "content": "Which one showed the error?"})
+
+    trimmed = trim_history(history, 3_000, model="gpt-4o")
+
+    images = sum(
+        1
+        for message in trimmed
+        if isinstance(message["content"], list)
+        for part in message["content"]
+        if part["type"] == "image_url"
+    )
+    text_only = [
+        {**m, "content": [p for p in m["content"] if p["type"] == "text"]}
+        if isinstance(m["content"], list)
+        else m
+        for m in trimmed
+    ]
+    by_the_provider = count_tokens(text_only, model="gpt-4o") + 765 * images
+    assert 0 < images < 10
+    assert by_the_provider <= 3_000
+    assert trimmed[-1]["content"] == "Which one showed the error?"
