@@ -53,7 +53,8 @@ class RecentMessages:
         self._max_bytes = max_bytes
         self._cached_bytes = 0
         self._cache: OrderedDict[tuple[str, str], RecentWindow] = OrderedDict()
-        self._sizes: dict[tuple[str, str], int] = {}
+        #: The size of each cached record, by session and seq.
+        self._sizes: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -109,33 +110,35 @@ class RecentMessages:
         """Cache ``window`` unless a newer one is cached; forget empty windows and the oldest.
 
         An empty window saves no read (the next load walks the same empty range), so it is not
-        kept: a stream of requests on unknown or fully summarised sessions leaves nothing.
+        kept: a stream of requests on unknown or fully summarised sessions leaves nothing. The
+        size of each record is measured once, when it enters the cache.
         """
-        size = _window_bytes(window) if window.stored else 0
         with self._lock:
             current = self._cache.get(key)
             if current is not None and current.last_seq > window.last_seq:
                 self._cache.move_to_end(key)
                 return
-            self._cached_bytes -= self._sizes.pop(key, 0)
+            known = self._sizes.pop(key, {})
+            self._cached_bytes -= sum(known.values())
             self._cache.pop(key, None)
             if not window.stored:
                 return
+            sizes = {r.seq: known.get(r.seq) or _record_bytes(r) for r in window.stored}
             self._cache[key] = window
-            self._sizes[key] = size
-            self._cached_bytes += size
+            self._sizes[key] = sizes
+            self._cached_bytes += sum(sizes.values())
             while self._cached_bytes > self._max_bytes and self._cache:
                 forgotten, _ = self._cache.popitem(last=False)
-                self._cached_bytes -= self._sizes.pop(forgotten)
+                self._cached_bytes -= sum(self._sizes.pop(forgotten).values())
 
 
 #: What a cached message costs beyond its payload: the record, the parsed message, the tuples.
 MESSAGE_OVERHEAD_BYTES = 1_000
 
 
-def _window_bytes(window: RecentWindow) -> int:
-    """The memory a window holds: each payload twice (record and parsed message), plus overhead."""
-    return sum(2 * _deep_size(r.payload) + MESSAGE_OVERHEAD_BYTES for r in window.stored)
+def _record_bytes(record: StoredMessage) -> int:
+    """The memory a cached message holds: its payload twice (record and parsed message)."""
+    return 2 * _deep_size(record.payload) + MESSAGE_OVERHEAD_BYTES
 
 
 def _deep_size(value: object) -> int:
