@@ -261,7 +261,10 @@ class Worker:
         """Log the outage once, and return how long to wait before the next try."""
         if self._outage_tries == 0:
             self.outages += 1
-            logger.error("database unavailable, retrying with backoff until it is back: %s", error)
+            # One line in the log (driver messages run over several); the whole at debug level.
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            logger.error("database unavailable, retrying with backoff until it is back: %s", reason)
+            logger.debug("database outage: %s", error)
         wait: float = min(self._backoff * 2.0 ** min(self._outage_tries, 30), self._max_backoff)
         self._outage_tries += 1
         return wait

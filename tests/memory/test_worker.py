@@ -304,3 +304,34 @@ def test_an_unreachable_database_is_one_clear_line_and_exit_code_3(
     err = capsys.readouterr().err
     assert err.startswith("stratamem: error: cannot reach the database:")
     assert "Traceback" not in err
+
+
+def test_the_worker_process_reports_an_outage_once_and_carries_on(
+    embedded: tuple[Database, Path],
+) -> None:
+    database, folder = embedded
+    env = worker_environment(database.url, "http://127.0.0.1:9/v1")  # no LLM call is made
+    child = subprocess.Popen(
+        [sys.executable, "-m", "memory.cli", "worker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    try:
+        assert "stratamem worker running" in child.stdout.readline()
+        stop_embedded(folder)
+        outage = child.stderr.readline()  # blocks until the worker says something
+        get_server(str(folder), cleanup_mode="stop")
+        back = child.stderr.readline()
+        child.send_signal(signal.SIGTERM)
+        rest = child.communicate(timeout=WAIT_S)[1]
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+    assert "ERROR memory.worker: database unavailable" in outage
+    assert "reachable again" in back  # one line per outage, not one per retry
+    assert "database unavailable" not in rest
+    assert child.returncode == 0
