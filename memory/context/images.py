@@ -52,8 +52,9 @@ HEADER_B64_CHARS = 128 * 1024
 def image_part_tokens(part: Mapping[str, Any], model: str) -> int:
     """Tokens of one non-text content part of a message to ``model``.
 
-    An ``image_url`` part is sized from its data URL when it can be; any other part (an image
-    by address, audio, a file) gets the largest cost one image may have for the model.
+    An ``image_url`` part is sized from its data URL when it can be, else it gets the largest
+    cost one image may have for the model. Any other part (audio, a file) gets that same figure:
+    an estimate only, since their cost follows their length, which is not read here.
     """
     image = part.get("image_url")
     url = detail = None
