@@ -348,21 +348,27 @@ class Memory:
         """Fold what left the window into the summary now, if the trigger is reached."""
         return self._parts.consolidator.consolidate(user_id, session_id)
 
-    def run_worker(self, *, until_idle: bool = False) -> WorkerRun:
+    def run_worker(
+        self, *, until_idle: bool = False, stop: threading.Event | None = None
+    ) -> WorkerRun:
         """Run queued consolidations.
 
         By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests). Each job
-        runs with the parameters it was queued with, and is logged (session, messages folded,
-        summary kind, duration).
+        the caller's thread, returning once no job is pending (for scripts and tests) or once
+        ``stop`` is set (the running job is finished first). Each job runs with the parameters
+        it was queued with, and is logged (session, messages folded, summary kind, duration).
 
         Returns:
             What ran (filled in as jobs finish when the worker runs in a thread).
+
+        Raises:
+            storage.DatabaseUnavailableError: with ``until_idle``, the database went away (a
+                background worker waits an outage out instead).
         """
         run = WorkerRun()
         worker = Worker(self._parts.jobs, self._parts.job_handlers(run))
         if until_idle:
-            worker.run(threading.Event(), until_idle=True)
+            worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures
             return run
         thread = threading.Thread(

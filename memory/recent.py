@@ -7,6 +7,7 @@ one, and drops what the summary boundary or the token budget has left behind.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -42,16 +43,32 @@ class RecentMessages:
 
     Args:
         store: where the messages are.
-        max_tokens: the most tokens of messages the cache holds over all sessions (the default
-            is about 8 MB of text); the least recently used sessions are forgotten first.
+        max_bytes: the most memory the cached windows may hold over all sessions, measured
+            with ``sys.getsizeof`` over each stored payload and counted twice (the stored
+            record and its parsed message); the least recently used sessions are forgotten
+            first. Bytes, not tokens: a 1 MB image is a few hundred tokens.
     """
 
-    def __init__(self, store: MessageStore, *, max_tokens: int = 2_000_000) -> None:
+    def __init__(self, store: MessageStore, *, max_bytes: int = 64_000_000) -> None:
         self._store = store
-        self._max_tokens = max_tokens
-        self._cached_tokens = 0
+        self._max_bytes = max_bytes
+        self._cached_bytes = 0
         self._cache: OrderedDict[tuple[str, str], RecentWindow] = OrderedDict()
+        #: The size of each cached record, by session and seq.
+        self._sizes: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def cached_sessions(self) -> int:
+        """How many sessions have a window in the cache."""
+        with self._lock:
+            return len(self._cache)
+
+    @property
+    def cached_bytes(self) -> int:
+        """The memory the cached windows hold, as the bound measures it."""
+        with self._lock:
+            return self._cached_bytes
 
     def load(self, user_id: str, session_id: str, *, after_seq: int, budget: int) -> RecentWindow:
         """The newest messages after ``after_seq`` until their tokens exceed ``budget``.
@@ -84,16 +101,53 @@ class RecentMessages:
             stored = [*cached.stored[first:], *stored]
             messages = [*cached.messages[first:], *messages]
         window = _fit(stored, messages, budget, max(start, stored[-1].seq if stored else 0))
+        self._remember(key, window)
+        return window
+
+    def _remember(self, key: tuple[str, str], window: RecentWindow) -> None:
+        """Cache ``window`` unless a newer one is cached; forget empty windows and the oldest.
+
+        An empty window saves no read (the next load walks the same empty range), so it is not
+        kept: a stream of requests on unknown or fully summarised sessions leaves nothing. The
+        size of each record is measured once, when it enters the cache.
+        """
         with self._lock:
             current = self._cache.get(key)
-            if current is None or current.last_seq <= window.last_seq:
-                self._cached_tokens += window.tokens - (current.tokens if current else 0)
-                self._cache[key] = window
-            self._cache.move_to_end(key)
-            while self._cached_tokens > self._max_tokens:
-                _, forgotten = self._cache.popitem(last=False)
-                self._cached_tokens -= forgotten.tokens
-        return window
+            if current is not None and current.last_seq > window.last_seq:
+                self._cache.move_to_end(key)
+                return
+            known = self._sizes.pop(key, {})
+            self._cached_bytes -= sum(known.values())
+            self._cache.pop(key, None)
+            if not window.stored:
+                return
+            sizes = {r.seq: known.get(r.seq) or _record_bytes(r) for r in window.stored}
+            self._cache[key] = window
+            self._sizes[key] = sizes
+            self._cached_bytes += sum(sizes.values())
+            while self._cached_bytes > self._max_bytes and self._cache:
+                forgotten, _ = self._cache.popitem(last=False)
+                self._cached_bytes -= sum(self._sizes.pop(forgotten).values())
+
+
+#: What a cached message costs beyond its payload: the record, the parsed message, the tuples.
+MESSAGE_OVERHEAD_BYTES = 1_000
+
+
+def _record_bytes(record: StoredMessage) -> int:
+    """The memory a cached message holds: its payload twice (record and parsed message)."""
+    return 2 * _deep_size(record.payload) + MESSAGE_OVERHEAD_BYTES
+
+
+def _deep_size(value: object) -> int:
+    """``sys.getsizeof`` of a JSON-like value and everything in it (O(1) per string)."""
+    if isinstance(value, dict):
+        return sys.getsizeof(value) + sum(
+            sys.getsizeof(key) + _deep_size(item) for key, item in value.items()
+        )
+    if isinstance(value, list):
+        return sys.getsizeof(value) + sum(_deep_size(item) for item in value)
+    return sys.getsizeof(value)
 
 
 def _is_unit_start_past(record: StoredMessage, tokens: int, budget: int, seen_user: bool) -> bool:

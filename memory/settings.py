@@ -46,6 +46,9 @@ class SummarySettings(BaseModel):
         min_tokens: the limit never drops below this (or below what is replaced).
         overshoot: a reply up to ``limit * (1 + overshoot)`` tokens is cut to the limit; a
             longer one is a failed attempt.
+        min_retention: a reply must keep at least this share of the previous summary's key
+            facts (numbers, ids, names, dates), else it is a failed attempt; see
+            ``memory.summary.acceptance``. 0 turns the check off.
         archive_chars: each line of a raw archive is cut to this many characters.
         prompt_chars_per_message: each message in the summariser's prompt is cut to this.
         debounce_seconds: a queued consolidation waits this long for more messages.
@@ -72,6 +75,7 @@ class SummarySettings(BaseModel):
     max_tokens: int = Field(default=1_024, ge=1)
     min_tokens: int = Field(default=64, ge=1)
     overshoot: float = Field(default=0.5, ge=0)
+    min_retention: float = Field(default=0.5, ge=0, le=1)
     archive_chars: int = Field(default=500, ge=20)
     prompt_chars_per_message: int = Field(default=2_000, ge=20)
     debounce_seconds: float = Field(default=1.0, ge=0)

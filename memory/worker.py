@@ -1,4 +1,11 @@
-"""The background worker: claims jobs from Postgres and runs each with the handler of its kind."""
+"""The background worker: claims jobs from Postgres and runs each with the handler of its kind.
+
+A worker outlives the database: when Postgres goes away (restart, failover, network) every
+queue call fails with ``DatabaseUnavailableError``; the worker logs the outage once, waits with
+a doubling backoff, and carries on when the database answers again (the engine's pool
+reconnects by itself). A job whose outcome could not be written during the outage is settled
+first when the database is back.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,18 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Protocol
 
-from storage import Job, JobQueue
+from storage import DatabaseUnavailableError, Job
 
-__all__ = ["CONSOLIDATE", "JobHandler", "Worker"]
+__all__ = [
+    "CONSOLIDATE",
+    "JobHandler",
+    "Queue",
+    "Worker",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +35,68 @@ CONSOLIDATE = "consolidate"
 JobHandler = Callable[[Job], None]
 
 
+class Queue(Protocol):
+    """What the worker needs of a job queue (``storage.JobQueue`` is one).
+
+    ``complete``, ``fail`` and ``renew`` return ``False`` when the claim is stale (another worker
+    took the job over after our lease ran out): the worker then leaves the job to that worker.
+    Retry delays and the attempt limit are the queue's.
+    """
+
+    def claim(
+        self, worker_id: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 300
+    ) -> Job | None:
+        """Take the next due job, or ``None``."""
+        ...
+
+    def complete(self, job: Job) -> bool:
+        """Mark a claimed job done."""
+        ...
+
+    def fail(self, job: Job, error: str) -> bool:
+        """Record a failure; the queue schedules the retry or gives up."""
+        ...
+
+    def renew(self, job: Job, lease_seconds: float) -> bool:
+        """Extend our lease on ``job``."""
+        ...
+
+    def pending(self, kind: str | None = None) -> int:
+        """Count the pending jobs."""
+        ...
+
+
+class _Ledger:
+    """Every call the worker makes to its queue, in one place.
+
+    The storage layer's fencing (updates conditional on the claim) changes these calls, and
+    only these calls.
+    """
+
+    def __init__(self, queue: Queue, worker_id: str, kinds: Sequence[str], lease: float) -> None:
+        self._queue = queue
+        self._worker_id = worker_id
+        self._kinds = list(kinds)
+        self.lease_seconds = lease
+
+    def claim(self) -> Job | None:
+        return self._queue.claim(
+            self._worker_id, kinds=self._kinds, lease_seconds=self.lease_seconds
+        )
+
+    def complete(self, job: Job) -> bool:
+        return self._queue.complete(job)
+
+    def fail(self, job: Job, error: str) -> bool:
+        return self._queue.fail(job, error)
+
+    def renew(self, job: Job) -> bool:
+        return self._queue.renew(job, self.lease_seconds)
+
+    def pending(self) -> int:
+        return sum(self._queue.pending(kind) for kind in self._kinds)
+
+
 class Worker:
     """Runs queued jobs; any number of workers on any number of machines may share one queue,
     since jobs are claimed with ``FOR UPDATE SKIP LOCKED``.
@@ -29,57 +105,151 @@ class Worker:
         jobs: the queue.
         handlers: the handler of each job kind this worker runs (the table of what it knows).
         poll_seconds: how long to wait when no job is due.
-        retry_seconds: how long a failed job waits before its retry.
+        lease_seconds: how long a claimed job is ours; the lease is renewed every third of it
+            while the job runs.
+        outage_backoff_seconds: the first wait after the database could not be reached; it
+            doubles with each failed try.
+        max_outage_backoff_seconds: the longest wait between two tries during an outage.
     """
 
     def __init__(
         self,
-        jobs: JobQueue,
+        jobs: Queue,
         handlers: Mapping[str, JobHandler],
         *,
         poll_seconds: float = 1.0,
-        retry_seconds: float = 30.0,
+        lease_seconds: float = 300.0,
+        outage_backoff_seconds: float = 1.0,
+        max_outage_backoff_seconds: float = 30.0,
     ) -> None:
-        self._jobs = jobs
         self._handlers = dict(handlers)
         self._poll_seconds = poll_seconds
-        self._retry_seconds = retry_seconds
+        self._backoff = outage_backoff_seconds
+        self._max_backoff = max_outage_backoff_seconds
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self._ledger = _Ledger(jobs, self.worker_id, list(self._handlers), lease_seconds)
+        #: A job that ran but whose outcome is not stored yet: (job, error or None).
+        self._unsettled: tuple[Job, str | None] | None = None
+        self._outage_tries = 0
         #: Jobs that raised, since this worker started (each was logged and re-queued).
         self.failures = 0
+        #: Database outages this worker has lived through (each logged once).
+        self.outages = 0
+        #: Queue calls that failed because the database could not be reached.
+        self.database_errors = 0
 
     def run_once(self) -> bool:
-        """Claim and run one due job; ``False`` when none was due."""
-        job = self._jobs.claim(self.worker_id, kinds=list(self._handlers))
+        """Claim and run one due job; ``False`` when none was due.
+
+        Raises:
+            storage.DatabaseUnavailableError: the database could not be reached; a job that
+                had run is settled by the next call that reaches it.
+        """
+        self._settle()
+        job = self._ledger.claim()
         if job is None:
             return False
         try:
-            self._handlers[job.kind](job)
+            with self._lease_kept(job):
+                self._handlers[job.kind](job)
+        except DatabaseUnavailableError as error:
+            # The job's work is undone (its transaction rolled back): record the failure once
+            # the database is back (the queue schedules the retry), not after the lease.
+            self._unsettled = (job, f"database unavailable: {error}")
+            raise
         except Exception as error:
             # Degradation point: one session's failure must not stop the worker serving the
             # others. The summariser never raises for LLM failures, so this is a database or
             # data problem; the job goes back to the queue and the messages are untouched.
             logger.exception("job %s for session %s failed", job.id, job.session_id)
             self.failures += 1
-            self._jobs.fail(job, repr(error))
+            self._unsettled = (job, repr(error))
         else:
-            self._jobs.complete(job)
+            self._unsettled = (job, None)
+        self._settle()
         return True
 
     def run(self, stop: threading.Event, *, until_idle: bool = False) -> None:
         """Run jobs until ``stop`` is set, or, with ``until_idle``, until none is pending.
 
+        A job already running when ``stop`` is set is finished (and its outcome stored) first.
         With ``until_idle`` a job that failed is not waited for again: the call returns once
         nothing else is due, and the job stays queued for its retry.
+
+        Raises:
+            storage.DatabaseUnavailableError: with ``until_idle`` only, the database could not
+                be reached (a script wants to know; a long-running worker waits it out).
         """
         failures_before = self.failures
         while not stop.is_set():
-            if self.run_once():
+            try:
+                if self.run_once():
+                    self._database_back()
+                    continue
+                idle = until_idle and (
+                    self._ledger.pending() == 0 or self.failures > failures_before
+                )
+            except DatabaseUnavailableError as error:
+                self.database_errors += 1
+                if until_idle:
+                    raise
+                stop.wait(self._database_gone(error))
                 continue
-            if until_idle and (self._pending() == 0 or self.failures > failures_before):
+            self._database_back()
+            if idle:
                 return
             # A pending job that is not yet due was debounced: wait for it.
             stop.wait(self._poll_seconds)
 
-    def _pending(self) -> int:
-        return sum(self._jobs.pending(kind) for kind in self._handlers)
+    def _settle(self) -> None:
+        """Store the outcome of the job that last ran, if the database has not taken it yet."""
+        if self._unsettled is None:
+            return
+        job, error = self._unsettled
+        ours = self._ledger.complete(job) if error is None else self._ledger.fail(job, error)
+        self._unsettled = None
+        if not ours:
+            logger.warning(
+                "job %s: our claim went stale; the worker that took it over decides", job.id
+            )
+
+    @contextmanager
+    def _lease_kept(self, job: Job) -> Iterator[None]:
+        """Renew the job's lease every third of it while the job runs."""
+        done = threading.Event()
+        thread = threading.Thread(
+            target=self._renew_until, args=(job, done), name=f"lease-{job.id}", daemon=True
+        )
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+    def _renew_until(self, job: Job, done: threading.Event) -> None:
+        while not done.wait(self._ledger.lease_seconds / 3):
+            try:
+                if not self._ledger.renew(job):
+                    logger.warning("job %s: lease lost to another worker", job.id)
+                    return
+            except DatabaseUnavailableError as error:
+                # The job's own queries fail the same way; the main loop handles the outage.
+                logger.debug("job %s: lease not renewed: %s", job.id, error)
+
+    def _database_gone(self, error: DatabaseUnavailableError) -> float:
+        """Log the outage once, and return how long to wait before the next try."""
+        if self._outage_tries == 0:
+            self.outages += 1
+            # One line in the log (driver messages run over several); the whole at debug level.
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            logger.error("database unavailable, retrying with backoff until it is back: %s", reason)
+            logger.debug("database outage: %s", error)
+        wait: float = min(self._backoff * 2.0 ** min(self._outage_tries, 30), self._max_backoff)
+        self._outage_tries += 1
+        return wait
+
+    def _database_back(self) -> None:
+        if self._outage_tries:
+            logger.warning("database reachable again after %d tries", self._outage_tries)
+            self._outage_tries = 0

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
+import sys
 import threading
 from types import FrameType
 
 from rich.console import Console
 
-from memory.cli.base import Subcommands
+from memory.cli.base import CommandError, Subcommands
 from memory.facade import Memory
+from storage import DatabaseUnavailableError
 
 __all__ = ["register_worker"]
+
+#: Exit code when the database cannot be reached (distinct from bad usage and bad input).
+EXIT_UNAVAILABLE = 3
 
 
 def register_worker(subcommands: Subcommands) -> None:
@@ -20,27 +26,51 @@ def register_worker(subcommands: Subcommands) -> None:
     worker = subcommands.add_parser(
         "worker",
         help="run queued summary consolidations (settings from STRATAMEM_* variables)",
-        description="Claim and run queued consolidation jobs until SIGINT or SIGTERM; any "
-        "number of workers may share one database.",
+        description="Claim and run queued consolidation jobs until SIGINT or SIGTERM (a job "
+        "that is running is finished first); any number of workers may share one database. "
+        "A database outage is logged once and waited out; with --until-idle it ends the run "
+        f"with exit code {EXIT_UNAVAILABLE}.",
     )
     worker.add_argument("--until-idle", action="store_true", help="stop once no job is pending")
     worker.set_defaults(handler=_run_worker)
 
 
 def _run_worker(args: argparse.Namespace, out: Console) -> int:
-    with Memory.open() as mem:
-        if args.until_idle:
-            run = mem.run_worker(until_idle=True)
-            out.print(f"stratamem worker: {run.summary_line()}", highlight=False, soft_wrap=True)
-            return 0
-        stop = threading.Event()
+    _log_to_stderr()
+    stop = threading.Event()
 
-        def request_stop(signum: int, frame: FrameType | None) -> None:
-            stop.set()
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        # Only a flag: the job that runs now is finished and its outcome stored, then we stop.
+        stop.set()
 
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
-        mem.run_worker()
-        out.print("stratamem worker running; stop it with Ctrl-C or SIGTERM")
-        stop.wait()
+    previous = {
+        signum: signal.signal(signum, request_stop) for signum in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        with Memory.open() as mem:
+            if args.until_idle:
+                run = mem.run_worker(until_idle=True, stop=stop)
+                line = f"stratamem worker: {run.summary_line()}"
+                out.print(line, highlight=False, soft_wrap=True)
+                return 0
+            # The worker thread runs until ``close`` (the end of this block), which lets the
+            # job it is running finish first.
+            mem.run_worker()
+            out.print("stratamem worker running; stop it with Ctrl-C or SIGTERM")
+            stop.wait()
+    except DatabaseUnavailableError as error:
+        raise CommandError(f"cannot reach the database: {error}", EXIT_UNAVAILABLE) from error
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
+
+
+def _log_to_stderr() -> None:
+    """Show the worker's warnings (outages, failed jobs) on stderr, unless logging is set up."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)

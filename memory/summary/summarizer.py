@@ -3,7 +3,9 @@
 The summariser sees the previous summary plus only the newly folded messages, so its cost
 depends on the increment. When the model fails it retries with backoff, then tries the fallback
 model, then writes a raw archive (the folded messages as plain text lines); a previous summary
-is kept and the archive appended to it, so nothing is lost.
+is kept and the archive appended to it, so nothing is lost. A reply that is a refusal, not a
+plain summary, or forgets most of the previous summary's key facts counts as a failure (see
+``memory.summary.acceptance``). Every text it returns is storable (``sanitize_text``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from memory.context.tokens import DEFAULT_MODEL, TokenCounter
 from memory.errors import LLMError
 from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
 from memory.settings import SummarySettings
-from memory.summary.transcript import raw_archive, summary_request
+from memory.summary.acceptance import check_reply
+from memory.summary.transcript import raw_archive, sanitize_text, summary_request
 
 __all__ = [
     "PreviousSummary",
@@ -152,10 +155,12 @@ class Summarizer:
             clock=self._clock,
             on_event=on_event,
         )
+        # Only an LLM summary is held to keeping its facts: an archive holds whole messages.
+        kept = previous.text if previous is not None and previous.kind == "llm" else None
         try:
             result = chain.run(
                 self.prompt(previous, folded, limit),
-                lambda text, model: self._fit(text, limit, model),
+                lambda text, model: self._accept(text, kept, limit, model),
                 # Ask the server to stop where an over-long reply would be rejected anyway.
                 max_tokens=math.ceil(limit * (1 + settings.overshoot)),
             )
@@ -195,8 +200,13 @@ class Summarizer:
             chars_per_message=self.settings.prompt_chars_per_message,
         )
 
-    def _fit(self, text: str, limit: int, model: str) -> str:
-        text = text.strip()
+    def _accept(self, text: str, previous: str | None, limit: int, model: str) -> str:
+        """The reply as the new summary, or ``LLMError`` when it may not replace ``previous``."""
+        text = sanitize_text(text).strip()
+        try:
+            check_reply(text, previous, min_retention=self.settings.min_retention)
+        except LLMError as error:
+            raise LLMError(f"{model}: {error}") from error
         tokens = self.counter.count_text(text)
         if tokens <= limit:
             return text
@@ -231,4 +241,6 @@ class Summarizer:
             budget -= cost
             kept -= 1
         omitted = [ARCHIVE_OMITTED] if kept else []
-        return "\n".join([*head, *omitted, *lines[kept:]])
+        # A previous summary stored before sanitizing existed may still hold what Postgres
+        # refuses; the lines of the increment are sanitized already.
+        return sanitize_text("\n".join([*head, *omitted, *lines[kept:]]))

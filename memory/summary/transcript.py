@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,8 +14,15 @@ __all__ = [
     "raw_archive",
     "render_line",
     "render_transcript",
+    "sanitize_text",
     "summary_request",
 ]
+
+#: What a NUL character becomes in stored text: Postgres ``text`` cannot hold NUL.
+NUL_REPLACEMENT = "\u2400"  # SYMBOL FOR NULL, so the reader still sees that one was there
+#: What a lone surrogate becomes: it has no UTF-8 encoding, so no driver can send it.
+SURROGATE_REPLACEMENT = "\ufffd"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 #: The summariser's system message; ``{limit}`` is the summary's token limit.
 INSTRUCTIONS = """\
@@ -29,6 +37,18 @@ handled and where they stand.
 Drop: pleasantries, small talk, and whatever was superseded. Invent nothing.
 Write compact plain notes in the language of the conversation, at most {limit} tokens. Reply \
 with the summary only."""
+
+
+def sanitize_text(text: str) -> str:
+    """``text`` as Postgres can store it: NUL shown as ``␀``, lone surrogates as ``�``.
+
+    Surrogate pairs (as a JSON decoder may leave them) are joined into the character they
+    encode; only a surrogate without its partner is replaced.
+    """
+    if not _UNSTORABLE.search(text):
+        return text
+    text = text.replace("\x00", NUL_REPLACEMENT)
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def summary_request(
@@ -85,9 +105,9 @@ def render_line(message: Message, tool_names: dict[str, str]) -> str:
 def render_transcript(messages: Sequence[Message], chars_per_message: int) -> str:
     """The messages as lines for a summariser prompt, each cut to ``chars_per_message``."""
     names = _tool_names(messages)
-    return "\n".join(
-        cut_to_chars(render_line(message, names), chars_per_message) for message in messages
-    )
+    lines = (cut_to_chars(render_line(message, names), chars_per_message) for message in messages)
+    # Sanitized here too: the archive is stored, and the prompt goes through a JSON encoder.
+    return sanitize_text("\n".join(lines))
 
 
 def raw_archive(messages: Sequence[Message], chars_per_line: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -95,11 +96,13 @@ def test_the_cache_never_serves_another_users_session(
     assert recent.load("someone-else", session_id, after_seq=0, budget=100).stored == ()
 
 
-def test_the_cache_forgets_the_least_recently_used_sessions_past_its_token_limit(
+def test_the_cache_forgets_the_least_recently_used_sessions_past_its_byte_limit(
     store: CountingStore, user_id: str, session_id: str
 ) -> None:
-    one_session = sum(message.tokens for message in turn(random.Random(3), 0))
-    recent = RecentMessages(store, max_tokens=2 * one_session)
+    probe = RecentMessages(store)
+    store.append(user_id, f"{session_id}-probe", turn(random.Random(3), 0))
+    probe.load(user_id, f"{session_id}-probe", after_seq=0, budget=10_000)
+    recent = RecentMessages(store, max_bytes=2 * probe.cached_bytes)
     sessions = [f"{session_id}-{name}" for name in "abc"]
     for session in sessions:
         store.append(user_id, session, turn(random.Random(3), 0))
@@ -112,3 +115,42 @@ def test_the_cache_forgets_the_least_recently_used_sessions_past_its_token_limit
 
     recent.load(user_id, sessions[0], after_seq=0, budget=10_000)  # forgotten: read again
     assert store.read == len(store.history(user_id, sessions[0]))
+
+
+def image_message(index: int) -> NewMessage:
+    """A user message with a 1 MB image: a few hundred tokens, a megabyte of memory."""
+    url = "data:image/png;base64," + f"{index:08d}" * (1_000_000 // 8)
+    part = {"type": "image_url", "image_url": {"url": url}}
+    return new({"role": "user", "content": [part]}, 1_445)
+
+
+def test_the_cache_is_bounded_by_bytes_not_tokens(
+    store: CountingStore, user_id: str, session_id: str
+) -> None:
+    bound = 5_000_000
+    recent = RecentMessages(store, max_bytes=bound)
+    for index in range(20):
+        store.append(user_id, f"{session_id}-{index}", [image_message(index)])
+        recent.load(user_id, f"{session_id}-{index}", after_seq=0, budget=100_000)
+
+    assert recent.cached_bytes <= bound
+    assert recent.cached_sessions == 2  # each window holds its megabyte twice
+    # The measure is honest: what the cached payloads hold, by sys.getsizeof.
+    held = sum(
+        sys.getsizeof(part["image_url"]["url"])
+        for window in recent._cache.values()
+        for record in window.stored
+        for part in record.payload["content"]
+    )
+    assert held <= bound
+
+
+def test_empty_windows_are_not_cached(store: CountingStore, user_id: str) -> None:
+    recent = RecentMessages(store)
+    # The issue saw 20,000 requests on unknown ids leave 20,061 entries; 2,000 (each a real
+    # query) shows the same thing in a tenth of the time.
+    for index in range(2_000):
+        recent.load(user_id, f"unknown-{index}", after_seq=0, budget=1_000)
+
+    assert recent.cached_sessions == 0
+    assert recent.cached_bytes == 0

@@ -63,13 +63,13 @@ def test_inspect_shows_units_tokens_and_what_a_trim_keeps(
     assert table["0"][1:3] == ["system", "system"]
     assert table["4-5"][1:5] == ["window", "assistant", "+", "1"]
     assert table["1"][4] == "dropped"
-    assert (table["8-10"][6], table["8-10"][8]) == ("2,394", "cut")
+    assert (table["8-10"][6], table["8-10"][8]) == ("2,393", "cut")  # o200k_base counts
     assert table["18"][1] == "turn"
     assert table["19-20"][6] == table["19-20"][7] == "85"  # the current turn is sent whole
     trimmed = trim_history(messages, 1200)
     sent = count_tokens(trimmed)
     assert f"Trim to 1,200 tokens sends {sent:,}: kept 13 of 17 units" in out
-    assert "(1 with cut tool results), dropped 4 units (5 messages, 278 tokens)." in out
+    assert "(1 with cut tool results), dropped 4 units (5 messages, 279 tokens)." in out
 
 
 def test_inspect_keeps_everything_when_the_budget_is_large(

@@ -79,15 +79,3 @@ def test_a_worker_with_other_settings_does_the_fold_the_app_would_have_done(
         r"summary raw, [\d.]+ s",
         logged,
     )
-
-
-def test_an_unreachable_database_is_one_clear_line_and_exit_code_1(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("STRATAMEM_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/none")
-
-    assert main(["worker", "--until-idle"]) == 1
-
-    err = capsys.readouterr().err
-    assert err.startswith("stratamem: error: cannot use the database")
-    assert "Traceback" not in err

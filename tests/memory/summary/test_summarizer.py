@@ -311,7 +311,10 @@ def test_a_hanging_model_times_out_and_the_next_attempt_succeeds(
 def test_each_message_is_sent_once_across_consecutive_summaries(
     server: FakeOpenAI, recorder: Recorder
 ) -> None:
-    server.script(Reply("S1: Lisbon May 12-19, 1200 EUR, no fish, TP1234 found."), Reply("S2"))
+    server.script(
+        Reply("S1: Lisbon May 12-19, 1200 EUR, no fish, TP1234 found."),
+        Reply("S2: Lisbon May 12-19, 1200 EUR, no fish, TP1234 booked, confirmation QX7."),
+    )
     summary = summariser(server, recorder)
 
     first = summary.summarise(None, FIRST_FOLD)
