@@ -57,8 +57,8 @@ def load(database: Database, user_id: str, count: int) -> None:
                 """
                 INSERT INTO cards (user_id, type, text, content_hash, embedding, keyword_length)
                 SELECT :u, 'fact', 'card ' || g, md5(:u || g),
-                       (SELECT array_agg(random() - 0.5 + g * 0) FROM generate_series(1, 384))
-                           ::vector,
+                       (SELECT array_agg(random() - 0.5) FROM generate_series(1, 384)
+                        WHERE g > 0)::vector,
                        :terms
                 FROM generate_series(1, :n) AS g
                 """
