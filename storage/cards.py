@@ -428,13 +428,17 @@ class CardStore:
             method = "index" if self.count(user_id) > EXACT_SCAN_MAX_CARDS else "exact"
         clause, params = _filter_sql(where)
         params.update(user_id=user_id, query=_vector(embedding), limit=limit)
-        # ``+ 0`` hides the distance from the planner's index matching: the exact scan must
-        # never be turned into an HNSW scan that drops rows filtered out after it.
+        # The distance is computed once per row (the sort key is the select-list column).
+        # ``+ 0`` hides it from the planner's index matching: the exact scan must never turn
+        # into an HNSW scan that drops rows filtered out after it.
         distance = "(embedding <=> CAST(:query AS vector))"
-        order = distance if method == "index" else f"{distance} + 0"
+        exact_sql = (
+            f"SELECT id, {distance} + 0 AS distance FROM cards "
+            f"WHERE user_id = :user_id{clause} ORDER BY 2 LIMIT :limit"
+        )
         sql = (
-            f"SELECT id, 1 - {distance} AS score FROM cards "
-            f"WHERE user_id = :user_id{clause} ORDER BY {order} LIMIT :limit"
+            f"SELECT id, {distance} AS distance FROM cards "
+            f"WHERE user_id = :user_id{clause} ORDER BY {distance} LIMIT :limit"
         )
         if method == "index":
             # SET LOCAL needs a transaction; the setting ends with it.
@@ -443,11 +447,10 @@ class CardStore:
                 rows = session.execute(text(sql), params).all()
             if len(rows) < limit:
                 method = "exact"
-                sql = sql.replace(f"ORDER BY {order}", f"ORDER BY {distance} + 0")
         if method == "exact":
             with self._database.reading() as connection:
-                rows = connection.execute(text(sql), params).all()
-        return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
+                rows = connection.execute(text(exact_sql), params).all()
+        return [CardMatch(card_id=row.id, score=1.0 - float(row.distance)) for row in rows]
 
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]
