@@ -77,8 +77,8 @@ def load(database: Database, user_id: str, count: int) -> None:
         session.execute(
             text(
                 """
-                INSERT INTO card_terms (user_id, term, card_id, frequency)
-                SELECT :u, term, id, count(*) FROM (
+                INSERT INTO card_terms (user_id, term, card_id, frequency, keyword_length)
+                SELECT :u, term, id, count(*), :t FROM (
                     SELECT c.id, 'w' || floor(power(random(), 3) * :v)::int AS term
                     FROM cards AS c, generate_series(1, :t) AS i
                     WHERE c.user_id = :u

@@ -246,14 +246,16 @@ class CardStore:
                     if terms:
                         connection.execute(
                             text(
-                                "INSERT INTO card_terms (user_id, term, card_id, frequency) "
-                                "SELECT :user_id, t.term, :card_id, t.frequency "
+                                "INSERT INTO card_terms "
+                                "(user_id, term, card_id, frequency, keyword_length) "
+                                "SELECT :user_id, t.term, :card_id, t.frequency, :length "
                                 "FROM unnest(CAST(:terms AS text[]), CAST(:freqs AS int[])) "
                                 "AS t(term, frequency)"
                             ),
                             {
                                 "user_id": user_id,
                                 "card_id": row.id,
+                                "length": sum(terms.values()),
                                 "terms": list(terms),
                                 "freqs": list(terms.values()),
                             },
@@ -496,31 +498,46 @@ class CardStore:
             return []
         clause, params = _filter_sql(where, alias="c")
         params.update(user_id=user_id, terms=wanted, limit=limit, k1=BM25_K1, b=BM25_B)
+        # Scored from card_terms alone (an index-only scan); only the best ``window`` are
+        # joined to cards for the filters, and the window grows when the filters drop so
+        # many that fewer than ``limit`` are left while more scored cards exist.
         sql = f"""
             WITH stats AS (
                 SELECT cards::float8 AS n, keyword_length::float8 / greatest(cards, 1) AS avgdl
                 FROM card_stats WHERE user_id = :user_id
             ),
-            matches AS (
-                SELECT term, card_id, frequency FROM card_terms
+            matches AS MATERIALIZED (
+                SELECT term, card_id, frequency, keyword_length FROM card_terms
                 WHERE user_id = :user_id AND term = ANY(CAST(:terms AS text[]))
             ),
-            df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term)
-            SELECT m.card_id AS id, sum(
-                ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1)
-                / (m.frequency + :k1 * (1 - :b + :b * c.keyword_length / s.avgdl))
-            ) AS score
-            FROM matches AS m
-            JOIN df USING (term)
-            JOIN cards AS c ON c.user_id = :user_id AND c.id = m.card_id
-            CROSS JOIN stats AS s
+            df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term),
+            scored AS MATERIALIZED (
+                SELECT m.card_id, sum(
+                    ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1)
+                    / (m.frequency + :k1 * (1 - :b + :b * m.keyword_length / s.avgdl))
+                ) AS score
+                FROM matches AS m JOIN df USING (term) CROSS JOIN stats AS s
+                GROUP BY m.card_id
+            ),
+            top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)
+            SELECT c.id, top.score, (SELECT count(*) FROM scored) AS scored
+            FROM top JOIN cards AS c ON c.user_id = :user_id AND c.id = top.card_id
             WHERE true{clause}
-            GROUP BY m.card_id
-            ORDER BY score DESC, m.card_id
+            ORDER BY top.score DESC, c.id
             LIMIT :limit
         """
+        window = 4 * limit
         with self._database.reading() as connection:
-            rows = connection.execute(text(sql), params).all()
+            while True:
+                params["window"] = window
+                rows = connection.execute(text(sql), params).all()
+                if len(rows) >= limit:
+                    break
+                # How many cards matched at all (the user's count bounds it when none passed).
+                matched = rows[0].scored if rows else self.count(user_id)
+                if window >= matched:
+                    break
+                window *= 4
         return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
 
 
