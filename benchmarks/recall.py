@@ -64,11 +64,16 @@ def load(database: Database, user_id: str, count: int) -> None:
                 """
                 INSERT INTO cards (user_id, type, text, content_hash, embedding, keyword_length)
                 SELECT :u, 'fact', 'card ' || g, md5(:u || g),
-                       c.v + (SELECT array_agg((random() - 0.5) * :noise)
-                              FROM generate_series(1, 384) WHERE g > 0)::vector,
+                       -- unit length, as CardStore.add stores every vector
+                       (SELECT array_agg(x / vector_norm(raw) ORDER BY i)
+                        FROM unnest(raw::real[]) WITH ORDINALITY AS u(x, i))::vector,
                        :terms
                 FROM generate_series(1, :n) AS g
                 JOIN bench_centroids AS c ON c.id = (hashtext(:u || g) & 2147483647) % :k
+                CROSS JOIN LATERAL (
+                    SELECT c.v + (SELECT array_agg((random() - 0.5) * :noise)
+                                  FROM generate_series(1, 384) WHERE g > 0)::vector AS raw
+                ) AS r
                 """
             ),
             {"u": user_id, "n": count, "terms": TERMS_PER_CARD, "noise": NOISE, "k": CENTROIDS},
