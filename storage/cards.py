@@ -4,19 +4,24 @@ Storage does no text analysis and computes no embeddings: callers (``retrieval``
 vector and the keyword terms of each card, and the same for queries.
 """
 
-import hashlib
 import math
-import unicodedata
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Row, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import BigInteger, Text
 
+from storage.card_records import (
+    Card,
+    CardFilter,
+    CardMatch,
+    CardType,
+    NewCard,
+    content_hash,
+    filter_sql,
+)
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
@@ -33,8 +38,6 @@ __all__ = [
     "NewCard",
     "content_hash",
 ]
-
-CardType = Literal["fact", "preference", "task", "event", "profile", "turn"]
 
 #: Okapi BM25 parameters of the keyword search (the usual defaults).
 BM25_K1 = 1.2
@@ -53,107 +56,12 @@ class EmbeddingModelMismatchError(StorageError):
     """The database holds embeddings of another model or dimension than the one given."""
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class NewCard(_Record):
-    """A card to add, with its embedding and keyword terms computed by the caller.
-
-    Attributes:
-        type: What kind of memory it is; ``turn`` is an archived raw message.
-        text: The self-contained statement (what is recalled and shown to the model).
-        embedding: Its embedding, ``EMBEDDING_DIM`` floats (stored scaled to unit length).
-        terms: Its keyword terms with their counts (see ``retrieval.keywords``).
-        topic: An optional topic.
-        tags: Optional tags.
-        session_id: The session it came from, if any.
-        source_message_ids: Stored ids of the messages it came from.
-        source_client_ids: Client ids of those messages.
-        observed_at: When it was said; the database clock when None.
-        occurred_at: When it happened, where the text says so.
-        pinned: Whether it is always in the context.
-    """
-
-    type: CardType
-    text: str = Field(min_length=1)
-    embedding: list[float] = Field(min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
-    terms: dict[str, int] = Field(default_factory=dict)
-    topic: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    session_id: str | None = None
-    source_message_ids: list[int] = Field(default_factory=list)
-    source_client_ids: list[str] = Field(default_factory=list)
-    observed_at: datetime | None = None
-    occurred_at: datetime | None = None
-    pinned: bool = False
-
-
-class Card(_Record):
-    """A stored card, without its embedding; ``valid_to`` is set once it was superseded."""
-
-    id: int
-    user_id: str
-    type: CardType
-    text: str
-    topic: str | None
-    tags: list[str]
-    session_id: str | None
-    source_message_ids: list[int]
-    source_client_ids: list[str]
-    observed_at: datetime
-    occurred_at: datetime | None
-    valid_from: datetime
-    valid_to: datetime | None
-    superseded_by: int | None
-    pinned: bool
-    created_at: datetime
-
-
-class CardMatch(_Record):
-    """One search hit: a card id and its score (cosine similarity or BM25)."""
-
-    card_id: int
-    score: float
-
-
-class CardFilter(_Record):
-    """Restrictions on the cards searched or listed; every one is applied in SQL.
-
-    ``since``/``until`` compare a card's time: when it happened where known, else when it was
-    said (``coalesce(occurred_at, observed_at)``); ``since`` is inclusive, ``until`` exclusive.
-    """
-
-    types: tuple[CardType, ...] | None = None
-    session_id: str | None = None
-    topic: str | None = None
-    tags: tuple[str, ...] | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    include_superseded: bool = False
-    pinned: bool | None = None
-
-
 _NO_FILTER = CardFilter()
 
 _CARD_COLUMNS = (
     "id, user_id, type, text, topic, tags, session_id, source_message_ids, source_client_ids, "
     "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at"
 )
-
-
-def content_hash(card_type: str, text_: str) -> str:
-    """Return the hash that identifies a card's content for one user.
-
-    Args:
-        card_type: The card's type.
-        text_: Its text; compared after NFKC normalization, case folding and collapsing spaces.
-
-    Returns:
-        A hex SHA-256 digest.
-    """
-    normalized = " ".join(unicodedata.normalize("NFKC", text_).casefold().split())
-    return hashlib.sha256(f"{card_type}\n{normalized}".encode()).hexdigest()
 
 
 class CardStore:
@@ -382,7 +290,7 @@ class CardStore:
         self, user_id: str, where: CardFilter = _NO_FILTER, *, limit: int | None = None
     ) -> list[Card]:
         """Return the user's cards that pass the filter, oldest first (by id)."""
-        clause, params = _filter_sql(where)
+        clause, params = filter_sql(where)
         params["user_id"] = user_id
         sql = f"SELECT {_CARD_COLUMNS} FROM cards WHERE user_id = :user_id{clause} ORDER BY id"
         if limit is not None:
@@ -429,7 +337,7 @@ class CardStore:
         """
         if method == "auto":
             method = "index" if self.count(user_id) > EXACT_SCAN_MAX_CARDS else "exact"
-        clause, params = _filter_sql(where)
+        clause, params = filter_sql(where)
         params.update(user_id=user_id, query=_vector(_unit(embedding)), limit=limit)
         # Stored vectors and the query are unit length, so cosine similarity is the inner
         # product, which the exact scan computes about 30% faster (no norms; measured).
@@ -499,7 +407,7 @@ class CardStore:
         wanted = sorted(set(terms))
         if not wanted:
             return []
-        clause, params = _filter_sql(where, alias="c")
+        clause, params = filter_sql(where, alias="c")
         params.update(user_id=user_id, terms=wanted, limit=limit, k1=BM25_K1, b=BM25_B)
         # Scored from card_terms alone (an index-only scan); only the best ``window`` are
         # joined to cards for the filters, and the window grows when the filters drop so
@@ -608,37 +516,6 @@ def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) ->
         ),
         {"u": user_id, "c": cards, "t": terms},
     )
-
-
-def _filter_sql(where: CardFilter, alias: str = "") -> tuple[str, dict[str, Any]]:
-    """Return ``AND ...`` conditions (bound parameters) for a filter."""
-    p = f"{alias}." if alias else ""
-    parts: list[str] = []
-    params: dict[str, Any] = {}
-    if not where.include_superseded:
-        parts.append(f"{p}valid_to IS NULL")
-    if where.types is not None:
-        parts.append(f"{p}type = ANY(:f_types)")
-        params["f_types"] = list(where.types)
-    if where.session_id is not None:
-        parts.append(f"{p}session_id = :f_session")
-        params["f_session"] = where.session_id
-    if where.topic is not None:
-        parts.append(f"{p}topic = :f_topic")
-        params["f_topic"] = where.topic
-    if where.tags:
-        parts.append(f"{p}tags @> CAST(:f_tags AS text[])")
-        params["f_tags"] = list(where.tags)
-    if where.since is not None:
-        parts.append(f"coalesce({p}occurred_at, {p}observed_at) >= :f_since")
-        params["f_since"] = where.since
-    if where.until is not None:
-        parts.append(f"coalesce({p}occurred_at, {p}observed_at) < :f_until")
-        params["f_until"] = where.until
-    if where.pinned is not None:
-        parts.append(f"{p}pinned = :f_pinned")
-        params["f_pinned"] = where.pinned
-    return "".join(f" AND {part}" for part in parts), params
 
 
 def _qualified(alias: str) -> str:
