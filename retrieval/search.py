@@ -146,7 +146,8 @@ class CardIndex:
                 cards that overlap their neighbours), so ``k`` cards cover more.
 
         Returns:
-            At most ``k`` scored cards; fewer only when fewer pass the filters.
+            At most ``k`` scored cards; fewer only when fewer pass the filters (and
+            ``min_score``) or, with ``diversify``, when the others add no new source.
         """
         if k <= 0:
             return []

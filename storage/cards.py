@@ -4,18 +4,24 @@ Storage does no text analysis and computes no embeddings: callers (``retrieval``
 vector and the keyword terms of each card, and the same for queries.
 """
 
-import hashlib
-import unicodedata
+import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Row, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import BigInteger, Text
 
+from storage.card_records import (
+    Card,
+    CardFilter,
+    CardMatch,
+    CardType,
+    NewCard,
+    content_hash,
+    filter_sql,
+)
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
@@ -32,8 +38,6 @@ __all__ = [
     "NewCard",
     "content_hash",
 ]
-
-CardType = Literal["fact", "preference", "task", "event", "profile", "turn"]
 
 #: Okapi BM25 parameters of the keyword search (the usual defaults).
 BM25_K1 = 1.2
@@ -52,107 +56,12 @@ class EmbeddingModelMismatchError(StorageError):
     """The database holds embeddings of another model or dimension than the one given."""
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class NewCard(_Record):
-    """A card to add, with its embedding and keyword terms computed by the caller.
-
-    Attributes:
-        type: What kind of memory it is; ``turn`` is an archived raw message.
-        text: The self-contained statement (what is recalled and shown to the model).
-        embedding: Its normalized embedding, ``EMBEDDING_DIM`` floats.
-        terms: Its keyword terms with their counts (see ``retrieval.keywords``).
-        topic: An optional topic.
-        tags: Optional tags.
-        session_id: The session it came from, if any.
-        source_message_ids: Stored ids of the messages it came from.
-        source_client_ids: Client ids of those messages.
-        observed_at: When it was said; the database clock when None.
-        occurred_at: When it happened, where the text says so.
-        pinned: Whether it is always in the context.
-    """
-
-    type: CardType
-    text: str = Field(min_length=1)
-    embedding: list[float] = Field(min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
-    terms: dict[str, int] = Field(default_factory=dict)
-    topic: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    session_id: str | None = None
-    source_message_ids: list[int] = Field(default_factory=list)
-    source_client_ids: list[str] = Field(default_factory=list)
-    observed_at: datetime | None = None
-    occurred_at: datetime | None = None
-    pinned: bool = False
-
-
-class Card(_Record):
-    """A stored card, without its embedding; ``valid_to`` is set once it was superseded."""
-
-    id: int
-    user_id: str
-    type: CardType
-    text: str
-    topic: str | None
-    tags: list[str]
-    session_id: str | None
-    source_message_ids: list[int]
-    source_client_ids: list[str]
-    observed_at: datetime
-    occurred_at: datetime | None
-    valid_from: datetime
-    valid_to: datetime | None
-    superseded_by: int | None
-    pinned: bool
-    created_at: datetime
-
-
-class CardMatch(_Record):
-    """One search hit: a card id and its score (cosine similarity or BM25)."""
-
-    card_id: int
-    score: float
-
-
-class CardFilter(_Record):
-    """Restrictions on the cards searched or listed; every one is applied in SQL.
-
-    ``since``/``until`` compare a card's time: when it happened where known, else when it was
-    said (``coalesce(occurred_at, observed_at)``); ``since`` is inclusive, ``until`` exclusive.
-    """
-
-    types: tuple[CardType, ...] | None = None
-    session_id: str | None = None
-    topic: str | None = None
-    tags: tuple[str, ...] | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    include_superseded: bool = False
-    pinned: bool | None = None
-
-
 _NO_FILTER = CardFilter()
 
 _CARD_COLUMNS = (
     "id, user_id, type, text, topic, tags, session_id, source_message_ids, source_client_ids, "
     "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at"
 )
-
-
-def content_hash(card_type: str, text_: str) -> str:
-    """Return the hash that identifies a card's content for one user.
-
-    Args:
-        card_type: The card's type.
-        text_: Its text; compared after NFKC normalization, case folding and collapsing spaces.
-
-    Returns:
-        A hex SHA-256 digest.
-    """
-    normalized = " ".join(unicodedata.normalize("NFKC", text_).casefold().split())
-    return hashlib.sha256(f"{card_type}\n{normalized}".encode()).hexdigest()
 
 
 class CardStore:
@@ -246,14 +155,16 @@ class CardStore:
                     if terms:
                         connection.execute(
                             text(
-                                "INSERT INTO card_terms (user_id, term, card_id, frequency) "
-                                "SELECT :user_id, t.term, :card_id, t.frequency "
+                                "INSERT INTO card_terms "
+                                "(user_id, term, card_id, frequency, keyword_length) "
+                                "SELECT :user_id, t.term, :card_id, t.frequency, :length "
                                 "FROM unnest(CAST(:terms AS text[]), CAST(:freqs AS int[])) "
                                 "AS t(term, frequency)"
                             ),
                             {
                                 "user_id": user_id,
                                 "card_id": row.id,
+                                "length": sum(terms.values()),
                                 "terms": list(terms),
                                 "freqs": list(terms.values()),
                             },
@@ -379,7 +290,7 @@ class CardStore:
         self, user_id: str, where: CardFilter = _NO_FILTER, *, limit: int | None = None
     ) -> list[Card]:
         """Return the user's cards that pass the filter, oldest first (by id)."""
-        clause, params = _filter_sql(where)
+        clause, params = filter_sql(where)
         params["user_id"] = user_id
         sql = f"SELECT {_CARD_COLUMNS} FROM cards WHERE user_id = :user_id{clause} ORDER BY id"
         if limit is not None:
@@ -416,7 +327,7 @@ class CardStore:
 
         Args:
             user_id: The owner.
-            embedding: The query vector, normalized.
+            embedding: The query vector (scaled to unit length here).
             limit: How many cards at most.
             where: Filters.
             method: ``auto``, ``exact`` or ``index``.
@@ -426,15 +337,21 @@ class CardStore:
         """
         if method == "auto":
             method = "index" if self.count(user_id) > EXACT_SCAN_MAX_CARDS else "exact"
-        clause, params = _filter_sql(where)
-        params.update(user_id=user_id, query=_vector(embedding), limit=limit)
-        # ``+ 0`` hides the distance from the planner's index matching: the exact scan must
-        # never be turned into an HNSW scan that drops rows filtered out after it.
+        clause, params = filter_sql(where)
+        params.update(user_id=user_id, query=_vector(_unit(embedding)), limit=limit)
+        # Stored vectors and the query are unit length, so cosine similarity is the inner
+        # product, which the exact scan computes about 30% faster (no norms; measured).
+        # The distance is computed once per row (the sort key is the select-list column), and
+        # ``+ 0`` hides it from the planner's index matching: the exact scan must never turn
+        # into an HNSW scan that drops rows filtered out after it.
+        exact_sql = (
+            "SELECT id, (embedding <#> CAST(:query AS vector)) + 1 AS distance FROM cards "
+            f"WHERE user_id = :user_id{clause} ORDER BY 2 LIMIT :limit"
+        )
         distance = "(embedding <=> CAST(:query AS vector))"
-        order = distance if method == "index" else f"{distance} + 0"
         sql = (
-            f"SELECT id, 1 - {distance} AS score FROM cards "
-            f"WHERE user_id = :user_id{clause} ORDER BY {order} LIMIT :limit"
+            f"SELECT id, {distance} AS distance FROM cards "
+            f"WHERE user_id = :user_id{clause} ORDER BY {distance} LIMIT :limit"
         )
         if method == "index":
             # SET LOCAL needs a transaction; the setting ends with it.
@@ -443,11 +360,10 @@ class CardStore:
                 rows = session.execute(text(sql), params).all()
             if len(rows) < limit:
                 method = "exact"
-                sql = sql.replace(f"ORDER BY {order}", f"ORDER BY {distance} + 0")
         if method == "exact":
             with self._database.reading() as connection:
-                rows = connection.execute(text(sql), params).all()
-        return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
+                rows = connection.execute(text(exact_sql), params).all()
+        return [CardMatch(card_id=row.id, score=1.0 - float(row.distance)) for row in rows]
 
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]
@@ -458,10 +374,10 @@ class CardStore:
         with self._database.reading() as connection:
             rows = connection.execute(
                 text(
-                    "SELECT id, 1 - (embedding <=> CAST(:query AS vector)) AS score FROM cards "
+                    "SELECT id, -(embedding <#> CAST(:query AS vector)) AS score FROM cards "
                     "WHERE user_id = :user_id AND id = ANY(:ids)"
                 ),
-                {"user_id": user_id, "query": _vector(embedding), "ids": list(card_ids)},
+                {"user_id": user_id, "query": _vector(_unit(embedding)), "ids": list(card_ids)},
             ).all()
         return {row.id: float(row.score) for row in rows}
 
@@ -491,33 +407,48 @@ class CardStore:
         wanted = sorted(set(terms))
         if not wanted:
             return []
-        clause, params = _filter_sql(where, alias="c")
+        clause, params = filter_sql(where, alias="c")
         params.update(user_id=user_id, terms=wanted, limit=limit, k1=BM25_K1, b=BM25_B)
+        # Scored from card_terms alone (an index-only scan); only the best ``window`` are
+        # joined to cards for the filters, and the window grows when the filters drop so
+        # many that fewer than ``limit`` are left while more scored cards exist.
         sql = f"""
             WITH stats AS (
                 SELECT cards::float8 AS n, keyword_length::float8 / greatest(cards, 1) AS avgdl
                 FROM card_stats WHERE user_id = :user_id
             ),
-            matches AS (
-                SELECT term, card_id, frequency FROM card_terms
+            matches AS MATERIALIZED (
+                SELECT term, card_id, frequency, keyword_length FROM card_terms
                 WHERE user_id = :user_id AND term = ANY(CAST(:terms AS text[]))
             ),
-            df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term)
-            SELECT m.card_id AS id, sum(
-                ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1)
-                / (m.frequency + :k1 * (1 - :b + :b * c.keyword_length / s.avgdl))
-            ) AS score
-            FROM matches AS m
-            JOIN df USING (term)
-            JOIN cards AS c ON c.user_id = :user_id AND c.id = m.card_id
-            CROSS JOIN stats AS s
+            df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term),
+            scored AS MATERIALIZED (
+                SELECT m.card_id, sum(
+                    ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1)
+                    / (m.frequency + :k1 * (1 - :b + :b * m.keyword_length / s.avgdl))
+                ) AS score
+                FROM matches AS m JOIN df USING (term) CROSS JOIN stats AS s
+                GROUP BY m.card_id
+            ),
+            top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)
+            SELECT c.id, top.score, (SELECT count(*) FROM scored) AS scored
+            FROM top JOIN cards AS c ON c.user_id = :user_id AND c.id = top.card_id
             WHERE true{clause}
-            GROUP BY m.card_id
-            ORDER BY score DESC, m.card_id
+            ORDER BY top.score DESC, c.id
             LIMIT :limit
         """
+        window = 4 * limit
         with self._database.reading() as connection:
-            rows = connection.execute(text(sql), params).all()
+            while True:
+                params["window"] = window
+                rows = connection.execute(text(sql), params).all()
+                if len(rows) >= limit:
+                    break
+                # How many cards matched at all (the user's count bounds it when none passed).
+                matched = rows[0].scored if rows else self.count(user_id)
+                if window >= matched:
+                    break
+                window *= 4
         return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
 
 
@@ -566,7 +497,7 @@ def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tu
                 "occurred_at": card.occurred_at,
                 "pinned": card.pinned,
                 "hash": key,
-                "embedding": _vector(card.embedding),
+                "embedding": _vector(_unit(card.embedding)),
                 "keyword_length": sum(card.terms.values()),
             },
         ).one()
@@ -587,37 +518,6 @@ def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) ->
     )
 
 
-def _filter_sql(where: CardFilter, alias: str = "") -> tuple[str, dict[str, Any]]:
-    """Return ``AND ...`` conditions (bound parameters) for a filter."""
-    p = f"{alias}." if alias else ""
-    parts: list[str] = []
-    params: dict[str, Any] = {}
-    if not where.include_superseded:
-        parts.append(f"{p}valid_to IS NULL")
-    if where.types is not None:
-        parts.append(f"{p}type = ANY(:f_types)")
-        params["f_types"] = list(where.types)
-    if where.session_id is not None:
-        parts.append(f"{p}session_id = :f_session")
-        params["f_session"] = where.session_id
-    if where.topic is not None:
-        parts.append(f"{p}topic = :f_topic")
-        params["f_topic"] = where.topic
-    if where.tags:
-        parts.append(f"{p}tags @> CAST(:f_tags AS text[])")
-        params["f_tags"] = list(where.tags)
-    if where.since is not None:
-        parts.append(f"coalesce({p}occurred_at, {p}observed_at) >= :f_since")
-        params["f_since"] = where.since
-    if where.until is not None:
-        parts.append(f"coalesce({p}occurred_at, {p}observed_at) < :f_until")
-        params["f_until"] = where.until
-    if where.pinned is not None:
-        parts.append(f"{p}pinned = :f_pinned")
-        params["f_pinned"] = where.pinned
-    return "".join(f" AND {part}" for part in parts), params
-
-
 def _qualified(alias: str) -> str:
     """The card columns, each prefixed with a table alias."""
     return ", ".join(f"{alias}.{name.strip()}" for name in _CARD_COLUMNS.split(","))
@@ -626,6 +526,12 @@ def _qualified(alias: str) -> str:
 def _vector(values: Sequence[float]) -> str:
     """Render a vector as pgvector's text input."""
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def _unit(values: Sequence[float]) -> list[float]:
+    """Scale a vector to unit length (cosine similarity is then the inner product)."""
+    length = math.sqrt(math.fsum(v * v for v in values))
+    return [float(v) / length for v in values] if length else [float(v) for v in values]
 
 
 def _union(first: Sequence[Any], second: Sequence[Any]) -> list[Any]:

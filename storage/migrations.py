@@ -246,14 +246,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             USING hnsw (embedding vector_cosine_ops)
             """,
             # Keyword terms computed in Python (CJK bigrams, stems): one row per card and term,
-            # user first, so BM25 statistics are per user and exact.
+            # user first, so BM25 statistics are per user and exact. The card's length is
+            # repeated here so BM25 is scored from the index alone, before touching cards.
             """
             CREATE TABLE card_terms (
                 user_id text NOT NULL,
                 term text NOT NULL,
                 card_id bigint NOT NULL,
                 frequency integer NOT NULL,
-                PRIMARY KEY (user_id, term, card_id)
+                keyword_length integer NOT NULL,
+                PRIMARY KEY (user_id, term, card_id) INCLUDE (frequency, keyword_length)
             )
             """,
             "CREATE INDEX ix_card_terms_user_card ON card_terms (user_id, card_id)",

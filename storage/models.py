@@ -181,6 +181,7 @@ class CardTermRow(Base):
     term: Mapped[str] = mapped_column(Text, primary_key=True)
     card_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     frequency: Mapped[int] = mapped_column(Integer)
+    keyword_length: Mapped[int] = mapped_column(Integer)
 
 
 class CardStatsRow(Base):

@@ -188,6 +188,21 @@ def test_keyword_search_ranks_by_bm25_within_the_user(store: CardStore, user_id:
     assert matches[0].score > matches[1].score > 0
 
 
+def test_keyword_search_fills_k_when_filters_drop_the_best_matches(
+    store: CardStore, user_id: str
+) -> None:
+    # The first window of scored cards (4 x limit) holds only superseded ones.
+    closed = store.add(user_id, [new_card(f"tea tea tea {i}") for i in range(9)])
+    [kept] = store.add(user_id, [new_card("tea and a long tail of other words here")])
+    for card in closed:
+        store.supersede(user_id, card.id, kept.id)
+
+    matches = store.search_keywords(user_id, ["tea"], limit=2)
+
+    assert [m.card_id for m in matches] == [kept.id]
+    assert store.search_keywords(user_id, ["tea"], limit=2, where=CardFilter(types=("task",))) == []
+
+
 def test_vector_search_through_the_index_never_returns_fewer_than_k(
     store: CardStore, user_id: str
 ) -> None:

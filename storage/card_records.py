@@ -1,0 +1,140 @@
+"""The records of the card store (what callers pass and get back) and its filter's SQL."""
+
+import hashlib
+import unicodedata
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storage.migrations import EMBEDDING_DIM
+
+__all__ = ["Card", "CardFilter", "CardMatch", "CardType", "NewCard", "content_hash", "filter_sql"]
+
+CardType = Literal["fact", "preference", "task", "event", "profile", "turn"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NewCard(_Record):
+    """A card to add, with its embedding and keyword terms computed by the caller.
+
+    Attributes:
+        type: What kind of memory it is; ``turn`` is an archived raw message.
+        text: The self-contained statement (what is recalled and shown to the model).
+        embedding: Its embedding, ``EMBEDDING_DIM`` floats (stored scaled to unit length).
+        terms: Its keyword terms with their counts (see ``retrieval.keywords``).
+        topic: An optional topic.
+        tags: Optional tags.
+        session_id: The session it came from, if any.
+        source_message_ids: Stored ids of the messages it came from.
+        source_client_ids: Client ids of those messages.
+        observed_at: When it was said; the database clock when None.
+        occurred_at: When it happened, where the text says so.
+        pinned: Whether it is always in the context.
+    """
+
+    type: CardType
+    text: str = Field(min_length=1)
+    embedding: list[float] = Field(min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
+    terms: dict[str, int] = Field(default_factory=dict)
+    topic: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+    source_message_ids: list[int] = Field(default_factory=list)
+    source_client_ids: list[str] = Field(default_factory=list)
+    observed_at: datetime | None = None
+    occurred_at: datetime | None = None
+    pinned: bool = False
+
+
+class Card(_Record):
+    """A stored card, without its embedding; ``valid_to`` is set once it was superseded."""
+
+    id: int
+    user_id: str
+    type: CardType
+    text: str
+    topic: str | None
+    tags: list[str]
+    session_id: str | None
+    source_message_ids: list[int]
+    source_client_ids: list[str]
+    observed_at: datetime
+    occurred_at: datetime | None
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: int | None
+    pinned: bool
+    created_at: datetime
+
+
+class CardMatch(_Record):
+    """One search hit: a card id and its score (cosine similarity or BM25)."""
+
+    card_id: int
+    score: float
+
+
+class CardFilter(_Record):
+    """Restrictions on the cards searched or listed; every one is applied in SQL.
+
+    ``since``/``until`` compare a card's time: when it happened where known, else when it was
+    said (``coalesce(occurred_at, observed_at)``); ``since`` is inclusive, ``until`` exclusive.
+    """
+
+    types: tuple[CardType, ...] | None = None
+    session_id: str | None = None
+    topic: str | None = None
+    tags: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_superseded: bool = False
+    pinned: bool | None = None
+
+
+def content_hash(card_type: str, text_: str) -> str:
+    """Return the hash that identifies a card's content for one user.
+
+    Args:
+        card_type: The card's type.
+        text_: Its text; compared after NFKC normalization, case folding and collapsing spaces.
+
+    Returns:
+        A hex SHA-256 digest.
+    """
+    normalized = " ".join(unicodedata.normalize("NFKC", text_).casefold().split())
+    return hashlib.sha256(f"{card_type}\n{normalized}".encode()).hexdigest()
+
+
+def filter_sql(where: CardFilter, alias: str = "") -> tuple[str, dict[str, Any]]:
+    """Return ``AND ...`` conditions (bound parameters) for a filter."""
+    p = f"{alias}." if alias else ""
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    if not where.include_superseded:
+        parts.append(f"{p}valid_to IS NULL")
+    if where.types is not None:
+        parts.append(f"{p}type = ANY(:f_types)")
+        params["f_types"] = list(where.types)
+    if where.session_id is not None:
+        parts.append(f"{p}session_id = :f_session")
+        params["f_session"] = where.session_id
+    if where.topic is not None:
+        parts.append(f"{p}topic = :f_topic")
+        params["f_topic"] = where.topic
+    if where.tags:
+        parts.append(f"{p}tags @> CAST(:f_tags AS text[])")
+        params["f_tags"] = list(where.tags)
+    if where.since is not None:
+        parts.append(f"coalesce({p}occurred_at, {p}observed_at) >= :f_since")
+        params["f_since"] = where.since
+    if where.until is not None:
+        parts.append(f"coalesce({p}occurred_at, {p}observed_at) < :f_until")
+        params["f_until"] = where.until
+    if where.pinned is not None:
+        parts.append(f"{p}pinned = :f_pinned")
+        params["f_pinned"] = where.pinned
+    return "".join(f" AND {part}" for part in parts), params

@@ -1,0 +1,58 @@
+"""Pins the public names of the retrieval package and its place in the layers."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import retrieval
+
+
+def test_public_names() -> None:
+    assert sorted(retrieval.__all__) == [
+        "CardDraft",
+        "CardIndex",
+        "DEFAULT_RRF_K",
+        "Embedder",
+        "EmbedderMismatchError",
+        "EmbeddingError",
+        "HashingEmbedder",
+        "KEYWORD_WEIGHT",
+        "MINILM_DIMENSION",
+        "MINILM_NAME",
+        "OpenAIEmbedder",
+        "RetrievalError",
+        "STOP_WORDS",
+        "ScoredCard",
+        "SentenceTransformerEmbedder",
+        "TURN_CONTEXT_AFTER",
+        "TURN_CONTEXT_BEFORE",
+        "Utterance",
+        "analyze",
+        "normalize",
+        "term_frequencies",
+        "turn_card_text",
+        "turn_window",
+        "weighted_rrf",
+    ]
+    assert all(hasattr(retrieval, name) for name in retrieval.__all__)
+
+
+def test_retrieval_imports_storage_never_memory() -> None:
+    imported: set[str] = set()
+    for source in Path(retrieval.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+
+    assert "storage" in imported
+    assert "memory" not in imported
+
+
+def test_importing_retrieval_does_not_load_torch() -> None:
+    # The model (and torch) load on the first embed, not at import: importing stays cheap.
+    code = "import sys, retrieval; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
