@@ -79,11 +79,14 @@ def _call_me(match: re.Match[str]) -> Finding | None:
 
 @rule(CHINESE_RULES, rf"我是{VALUE}")
 def _i_am(match: re.Match[str]) -> Finding | None:
-    what = _cut(match["v"], ("在", "了", "呢", "啊", "吧", "今年", "现在", "住", "来自"))
+    said = match["v"]
+    if said.startswith("做") and "的" in said:  # 我是做设计的: what the user does for a living
+        return Finding(
+            "profile", f"用户是{said[: said.index('的') + 1]}", "work", attribute="occupation"
+        )
+    what = _cut(said, ("在", "了", "呢", "啊", "吧", "今年", "现在", "住", "来自"))
     if what.endswith("人") and 2 <= len(what) <= 5:  # 北京人: where the user is from
         return Finding("profile", f"用户是{what}", "location", attribute="hometown")
-    if what.startswith("做") and what.endswith("的"):  # 我是做设计的
-        return Finding("profile", f"用户是{what}", "work", attribute="occupation")
     if what.endswith(_JOBS) and len(what) <= 10:
         return Finding("profile", f"用户是{what}", "work", attribute="occupation")
     if _is_name(what):
