@@ -16,6 +16,7 @@ from memory.cards.model import (
     content_hash,
     normalize_text,
 )
+from memory.cards.rewrite import Rewrite, RewriteMethod, rewrite_query
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import (
     CardId,
@@ -36,6 +37,8 @@ __all__ = [
     "Extraction",
     "ExtractionEvent",
     "ResolvedDate",
+    "Rewrite",
+    "RewriteMethod",
     "RulesFallback",
     "SourceMessage",
     "SupersedeDecision",
@@ -44,6 +47,7 @@ __all__ = [
     "extract_by_rules",
     "normalize_text",
     "resolve_date",
+    "rewrite_query",
     "task_attribute",
     "task_key",
     "time_range_of_query",
