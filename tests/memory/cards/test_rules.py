@@ -1,9 +1,10 @@
 """The rule-based extractor: one table per kind of card, English and Chinese, and what it skips."""
 
-from __future__ import annotations
-
 # Chinese text is written with its own full-width punctuation, on purpose.
 # ruff: noqa: RUF001
+
+from __future__ import annotations
+
 from datetime import UTC, date, datetime
 
 import pytest
