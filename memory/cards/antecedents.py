@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memory.cards.phrasing import has_cjk
 from memory.cards.rulebook import word_set
 
 __all__ = ["Candidate", "Reference", "candidates", "find_references"]
@@ -136,7 +137,6 @@ _CJK_PHRASE = re.compile(
 _CJK_BREAK = re.compile(
     r".*[的了是用在和与把个这那我你他她它们说讨论提到聊过要想给对从用有为做被让吧吗呢啊\u3001\u3002\uff0c\uff1f\uff01\s]"
 )
-_HAS_CJK = re.compile(r"[\u4e00-\u9fff]")
 _DETERMINER = re.compile(r"^(?:the|a|an|my|our|your|their|this|that)\s+", re.IGNORECASE)
 
 
@@ -158,7 +158,7 @@ def candidates(text: str) -> list[Candidate]:
             words = words[1:]
         if words:
             found.append((start, match.end(), " ".join(words)))
-    if _HAS_CJK.search(text):
+    if has_cjk(text):
         for match in _CJK_PHRASE.finditer(text):
             broken = _CJK_BREAK.match(match[0])
             phrase = match[0][broken.end() :] if broken else match[0]

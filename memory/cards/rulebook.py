@@ -38,7 +38,8 @@ class Finding:
     dated_by_sentence: bool = False
 
 
-Build = Callable[["re.Match[str]"], "Finding | None"]
+#: Makes a finding of a match, or ``None`` when the match is not what the rule is about.
+Build = Callable[[re.Match[str]], Finding | None]
 
 
 @dataclass(frozen=True, slots=True)

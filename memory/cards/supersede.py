@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memory.cards.model import CardDraft, CardType, normalize_text
+from memory.cards.phrasing import has_cjk
 
 __all__ = [
     "CardId",
@@ -29,7 +30,6 @@ CardId = int | str
 TASK_PREFIX = "task:"
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
-_CJK = re.compile(r"[\u3400-\u9fff]")
 # Words that say what happens to a task, not which task it is: "remind me to call Bob" and
 # "I finished calling Bob" are one task.
 _TASK_WORDS = frozenset((
@@ -103,13 +103,14 @@ def task_key(text: str) -> str:
     """The words that name a task, without the words that say its state.
 
     ``"remind me to send the invoice to Bob"`` and ``"I finished sending the invoice"`` give
-    ``"send invoice bob"`` and ``"send invoice"``; ``"提醒我交报告"`` and ``"报告完成了"`` give
-    ``"交报告"`` and ``"报告"``. Chinese keeps its characters (it has no spaces to split on).
+    ``"send invoic bob"`` and ``"send invoic"`` (words crudely stemmed); ``"提醒我交报告"``
+    and ``"报告完成了"`` give ``"交报告"`` and ``"报告"``. Chinese keeps its characters (it
+    has no spaces to split on).
     """
     text = unicodedata.normalize("NFKC", text).casefold()
     words: list[str] = []
     for word in _WORD.findall(text):
-        if _CJK.search(word):
+        if has_cjk(word):
             cleaned = _CJK_TASK_WORDS.sub("", word)
             if cleaned:
                 words.append(cleaned)
@@ -127,7 +128,7 @@ def _key_units(key: str) -> set[str]:
     """Words of a key; Chinese words as character pairs, so 交报告 and 报告 share 报告."""
     units: set[str] = set()
     for word in key.split():
-        if _CJK.search(word) and len(word) > 1:
+        if has_cjk(word) and len(word) > 1:
             units.update(word[i : i + 2] for i in range(len(word) - 1))
         else:
             units.add(word)
