@@ -94,7 +94,9 @@ def _i_am(match: re.Match[str]) -> Finding | None:
     return None
 
 
-@rule(CHINESE_RULES, r"我(?:今年|已经)?(?P<v>\d{1,3}|[一二三四五六七八九十]{1,3})岁")
+@rule(
+    CHINESE_RULES, r"(?:我|^|[\uff0c,])(?:今年|已经)?(?P<v>\d{1,3}|[一二三四五六七八九十]{1,3})岁"
+)
 def _age(match: re.Match[str]) -> Finding | None:
     return Finding("profile", f"用户{match['v']}岁", "profile", attribute="age")
 

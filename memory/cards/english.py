@@ -97,11 +97,15 @@ def _works_as(match: re.Match[str]) -> Finding | None:
 
 
 @rule(ENGLISH_RULES, rf"{I_AM}\s+(?P<a>an?)\s+{VALUE}{END}")
-def _i_am_a(match: re.Match[str]) -> Finding | None:
-    job = _clean(match["v"])
+def _i_am_a(match: re.Match[str]) -> Finding | tuple[Finding, ...] | None:
+    job, _, employer = _clean(match["v"]).partition(" at ")
     if len(job.split()) > 4 or not _JOBS.search(job):  # "I'm a bit tired" is no job
         return None
-    return Finding("profile", f"User is {match['a']} {job}", "work", attribute="occupation")
+    occupation = Finding("profile", f"User is {match['a']} {job}", "work", attribute="occupation")
+    if not employer:
+        return occupation
+    # "a software engineer at Acme": the job, and where the user does it.
+    return occupation, Finding("profile", f"User works at {employer}", "work", attribute="employer")
 
 
 @rule(ENGLISH_RULES, rf"\bi (?:work|am working|'m working) (?:at|for) {VALUE}{END}")

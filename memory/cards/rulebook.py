@@ -38,8 +38,9 @@ class Finding:
     dated_by_sentence: bool = False
 
 
-#: Makes a finding of a match, or ``None`` when the match is not what the rule is about.
-Build = Callable[[re.Match[str]], Finding | None]
+#: Makes a finding (or several) of a match, or ``None`` when the match is not what the rule is
+#: about.
+Build = Callable[[re.Match[str]], Finding | tuple[Finding, ...] | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,9 +75,9 @@ def _read(sentence: str, message: SourceMessage) -> list[CardDraft]:
             # occupation, not also a name.
             if any(match.start() < end and start < match.end() for start, end in taken):
                 continue
-            finding = rule.build(match)
-            if finding is not None:
-                findings.append(finding)
+            built = rule.build(match)
+            if built is not None:
+                findings.extend(built if isinstance(built, tuple) else (built,))
                 taken.append(match.span())
     resolved = resolve_date(sentence, message.time)
     if not findings and resolved is not None:

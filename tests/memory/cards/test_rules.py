@@ -215,12 +215,18 @@ def test_only_the_users_messages_make_cards() -> None:
 def test_one_sentence_can_give_several_cards_and_the_language_is_kept() -> None:
     drafts = extract_by_rules(
         [
+            said("I'm a software engineer at Acme.", index=0),
+            said("我叫李雷，今年30岁。", index=0),
             said("Hi, I'm Ana and I live in Porto. I hate meetings, but I love standups.", index=0),
             said("我叫王芳，我住在北京，我喜欢爬山。", index=1),
         ]
     )
 
     assert [draft.text for draft in drafts] == [
+        "User is a software engineer",
+        "User works at Acme",
+        "用户叫李雷",
+        "用户30岁",
         "User's name is Ana",
         "User lives in Porto",
         "User hates meetings",
