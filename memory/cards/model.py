@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from memory.context.messages import Role
+
 __all__ = [
     "CardDraft",
     "CardType",
@@ -59,8 +61,7 @@ class SourceMessage:
     """One message handed to extraction: who said what, when, and where it is stored.
 
     Attributes:
-        role: ``user``, ``assistant``, ``tool`` or ``system``; only the user's words make
-            profile and preference cards.
+        role: who said it; only the user's words make profile and preference cards.
         text: the message's text.
         time: when it was said (``observed_at`` of the cards it yields); relative dates in it are
             resolved against this.
@@ -68,7 +69,7 @@ class SourceMessage:
         id: the stored message id or the client's id, passed through to the card's sources.
     """
 
-    role: str
+    role: Role
     text: str
     time: datetime
     index: int
