@@ -14,7 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -238,15 +238,27 @@ def parse_reply(
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "reply"
         raise LLMError(f"{model}: malformed cards reply: {where}: {first['msg']}") from error
-    drafts: list[CardDraft] = []
+    drafts: dict[str, CardDraft] = {}
     for card in reply.cards:
         if any(not 1 <= number <= len(messages) for number in card.source):
             raise LLMError(f"{model}: a card cites a message not in the batch: {card.source}")
         sources = [messages[number - 1] for number in sorted(set(card.source))]
         if card.type in _ABOUT_THE_USER and all(m.role != "user" for m in sources):
             continue
-        drafts.append(_draft(card, sources, model))
-    return tuple(drafts)
+        draft = _draft(card, sources, model)
+        same = drafts.get(draft.normalized)
+        # A card said twice in one batch is one card with both sources.
+        drafts[draft.normalized] = draft if same is None else _merged(same, draft)
+    return tuple(drafts.values())
+
+
+def _merged(first: CardDraft, again: CardDraft) -> CardDraft:
+    return replace(
+        first,
+        source_indices=tuple(dict.fromkeys(first.source_indices + again.source_indices)),
+        source_ids=tuple(dict.fromkeys(first.source_ids + again.source_ids)),
+        observed_at=max(first.observed_at, again.observed_at),
+    )
 
 
 def _draft(card: _ReplyCard, sources: list[SourceMessage], model: str) -> CardDraft:

@@ -236,3 +236,23 @@ def test_long_messages_are_cut_in_the_prompt(server: FakeOpenAI, recorder: Recor
     line = server.requests[0]["messages"][1]["content"].splitlines()[1]
     assert len(line) <= 300
     assert "cut by stratamem" in line
+
+
+def test_a_card_given_twice_is_one_card_with_both_sources(
+    server: FakeOpenAI, recorder: Recorder
+) -> None:
+    server.script(
+        Reply(
+            cards_json(
+                {"type": "profile", "text": "User lives in Porto", "source": [1]},
+                {"type": "profile", "text": "user lives in Porto.", "source": [3]},
+            )
+        )
+    )
+
+    (card,) = extractor(server, recorder).extract(BATCH).cards
+
+    assert (card.text, card.source_indices, card.source_ids) == (
+        "User lives in Porto", (10, 12), ("c-10", "c-12"),
+    )  # fmt: skip
+    assert card.observed_at == WEDNESDAY
