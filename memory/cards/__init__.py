@@ -26,6 +26,7 @@ from memory.cards.supersede import (
     task_attribute,
     task_key,
 )
+from memory.cards.turns import turn_draft
 
 __all__ = [
     "CardDraft",
@@ -51,4 +52,5 @@ __all__ = [
     "task_attribute",
     "task_key",
     "time_range_of_query",
+    "turn_draft",
 ]

@@ -28,6 +28,7 @@ EXPECTED = {
     "task_attribute",
     "task_key",
     "time_range_of_query",
+    "turn_draft",
 }
 
 
