@@ -288,8 +288,8 @@ def _when(
     value: str | None, observed_at: datetime, model: str
 ) -> tuple[datetime, DatePrecision] | None:
     """``YYYY``, ``YYYY-MM`` or an ISO date as the start of that period, in the message's zone."""
-    if value is None or not value.strip():
-        return None
+    if value is None or value.strip().lower() in ("", "null", "none", "unknown"):
+        return None  # models write "no date" in several ways
     value = value.strip()
     try:
         if re.fullmatch(r"\d{4}", value):

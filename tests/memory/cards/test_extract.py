@@ -140,15 +140,17 @@ def test_a_fenced_reply_and_coarse_dates_are_accepted(
             "source": [1],
         },
         {"type": "event", "text": "用户2021年结婚", "occurred_at": "2021", "source": [1]},
+        {"type": "fact", "text": "用户有一只猫", "occurred_at": "null", "source": [1]},
     )
     server.script(Reply(f"```json\n{reply}\n```"))
 
-    moved, married = extractor(server, recorder).extract(BATCH[:1]).cards
+    moved, married, cat = extractor(server, recorder).extract(BATCH[:1]).cards
 
     assert moved.text == "用户2022年5月搬到了深圳"  # kept as the model wrote it: no translation
     assert moved.occurred_at is not None and married.occurred_at is not None
     assert (moved.occurred_at, moved.precision) == (datetime(2022, 5, 1, tzinfo=UTC), "month")
     assert (married.occurred_at, married.precision) == (datetime(2021, 1, 1, tzinfo=UTC), "year")
+    assert (cat.occurred_at, cat.precision) == (None, None)
 
 
 @pytest.mark.parametrize(
