@@ -1,0 +1,57 @@
+"""Card drafts, normalized text and the content hash that makes a card unique per user."""
+
+# Full-width forms are what NFKC is tested on, on purpose.
+# ruff: noqa: RUF001
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory.cards.model import CardDraft, content_hash, normalize_text
+
+SAID = datetime(2023, 5, 10, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [
+        ("User lives in Porto.", "user lives in porto"),
+        ("  User   lives\tin\nPorto  ", "user lives in porto"),
+        ("USER LIVES IN PORTO!!", "user lives in porto"),
+        ("Ｕｓｅｒ　ｌｉｖｅｓ", "user lives"),  # full-width letters and space (NFKC)
+        ("用户叫王芳。", "用户叫王芳"),
+        ("用户喜欢喝茶\uff01", "用户喜欢喝茶"),  # full-width exclamation mark
+        ("用户住在北京…", "用户住在北京"),
+        ("Straße", "strasse"),  # casefold, not lower
+        ("v1.2 is out", "v1.2 is out"),  # inner punctuation is kept
+    ],
+)
+def test_normalize_text(text: str, normalized: str) -> None:
+    assert normalize_text(text) == normalized
+
+
+def test_the_hash_is_the_same_for_the_same_normalized_text_only() -> None:
+    assert content_hash("User lives in Porto.") == content_hash("user lives in porto")
+    assert content_hash("用户叫王芳。") == content_hash("用户叫王芳")
+    assert content_hash("User lives in Porto") != content_hash("User lives in Lisbon")
+    assert len(content_hash("x")) == 64
+
+
+def test_a_draft_knows_its_hash_and_key() -> None:
+    draft = CardDraft("profile", "User lives in Porto.", SAID, subject="user", attribute="city")
+
+    assert draft.content_hash == content_hash("user lives in porto")
+    assert draft.key == ("user", "city")
+    assert CardDraft("fact", "x", SAID).key is None
+
+
+def test_a_draft_is_frozen_and_checked() -> None:
+    draft = CardDraft("fact", "x", SAID)
+    with pytest.raises(AttributeError):
+        draft.text = "y"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="needs a text"):
+        CardDraft("fact", "  ", SAID)
+    with pytest.raises(ValueError, match="go together"):
+        CardDraft("event", "x", SAID, occurred_at=SAID)
