@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from memory.context.messages import Message
+from memory.context.units import split_units
 from memory.summary.policy import FoldPolicy, limit_fold
 from memory.summary.summarizer import PreviousSummary, Summarizer
 from storage import MessageStore, StoredMessage, SummaryRecord, SummaryStore
@@ -120,14 +121,40 @@ class Consolidator:
     def _fold_once(self, user_id: str, session_id: str) -> tuple[SummaryRecord | None, bool]:
         previous = self._summaries.get(user_id, session_id)
         boundary = previous.boundary_seq if previous else 0
-        stored = self._messages.between(user_id, session_id, boundary, None)
+        stored, more = self._increment(user_id, session_id, boundary)
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
-        due = self.policy.plan(parsed, tokens)
+        # With more behind (a backlog) a fold is surely due, and it ends far before the newest
+        # messages the policy keeps; the increment's last unit may be cut short: leave it.
+        due = split_units(parsed)[-1].start if more else self.policy.plan(parsed, tokens)
         fold = limit_fold(parsed, tokens, due, self._max_step_tokens)
         if fold == 0:
             return None, False
-        return self._save_fold(user_id, session_id, previous, stored, parsed, fold), fold < due
+        saved = self._save_fold(user_id, session_id, previous, stored, parsed, fold)
+        return saved, more or fold < due
+
+    def _increment(
+        self, user_id: str, session_id: str, boundary: int
+    ) -> tuple[list[StoredMessage], bool]:
+        """The messages after ``boundary`` one step may need, and whether more follow them.
+
+        A step folds at most ``max_step_tokens``, and the policy keeps at most the trigger:
+        reading that much (and one row more, to know) bounds each step's cost by its increment,
+        so a worker catching up on a long backlog is linear, not quadratic, in its length.
+        """
+        wanted = self._max_step_tokens + self.policy.trigger_tokens
+        stored = self._messages.read_increment(
+            user_id, session_id, after_seq=boundary, max_tokens=wanted, max_messages=10_000
+        )
+        if not stored:
+            return stored, False
+        beyond = self._messages.read_increment(
+            user_id, session_id, after_seq=stored[-1].seq, max_tokens=1, max_messages=1, batch=1
+        )
+        if beyond and len(split_units([Message.from_openai(m.payload) for m in stored])) < 2:
+            # One unit larger than a whole step: read it whole, whatever it costs.
+            return self._messages.between(user_id, session_id, boundary, None), False
+        return stored, bool(beyond)
 
     def _save_fold(
         self,

@@ -711,3 +711,40 @@ def test_a_broken_batch_names_stored_messages_by_their_seq_and_client_id(
 
     assert str(caught.value.problems[0]).startswith("message 0: unknown tool_call_id 'c9'")
     assert "stored message seq 2 (id 'a-1') made no such call" in str(caught.value.problems[0])
+
+
+def test_each_step_of_a_backlog_reads_only_its_bounded_increment(
+    facade_database: Database,
+    user_id: str,
+    session_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chat = ScriptedChatModel([f"summary {n}" for n in range(200)])
+    memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
+    for turn in range(200):  # recorded with no prepare and no worker: a long backlog
+        memory.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[
+                {"role": "user", "content": f"question {turn} " * 10},
+                {"role": "assistant", "content": f"answer {turn} " * 10},
+            ],
+        )
+    policy = memory._parts.fold_policy
+    backlog = sum(m.tokens for m in memory.history(user_id=user_id, session_id=session_id))
+    reads: list[int] = []  # tokens each read returned
+    for name in ("read_increment", "between"):
+        original = getattr(MessageStore, name)
+
+        def spy(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            rows = _original(*args, **kwargs)
+            reads.append(sum(row.tokens for row in rows))
+            return rows
+
+        monkeypatch.setattr(MessageStore, name, spy)
+
+    memory.consolidate(user_id=user_id, session_id=session_id)
+
+    assert len(chat.requests) > 5  # many steps
+    # No read grows with the backlog: each is at most a step plus what the policy keeps.
+    assert max(reads) <= 3 * policy.trigger_tokens + 200 < backlog / 4
