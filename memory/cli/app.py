@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from memory.cli.base import EXIT_PROBLEM, CommandError, Handler
 from memory.cli.demo import register_demo
+from memory.cli.eval import register_eval
 from memory.cli.inspect import register_inspect
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
@@ -40,6 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Every subcommand is registered here, and only here.
-    for register in (register_inspect, register_demo, register_worker):
+    for register in (register_inspect, register_demo, register_worker, register_eval):
         register(subcommands)
     return parser

@@ -1,0 +1,263 @@
+"""``stratamem eval locomo``: the scoring on hand-made data, then the command end to end."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memory.cli.eval as eval_cli
+from memory.cli import main
+from memory.evaluation import (
+    Conversation,
+    LocomoFormatError,
+    Question,
+    QuestionScore,
+    Recalled,
+    Session,
+    Turn,
+    conversation_tokens,
+    evidence_recall,
+    load_locomo,
+    parse_conversation,
+    parse_evidence,
+    parse_session_time,
+    reciprocal_rank,
+    score_question,
+    summarize,
+)
+from retrieval import HashingEmbedder
+
+
+def words(text: str) -> int:
+    """A stand-in token counter: one token per word."""
+    return len(text.split())
+
+
+CARDS = [
+    Recalled("[8 May 2023] A: one\nB: two", ("D1:1", "D1:2")),
+    Recalled("[8 May 2023] B: two\nA: three", ("D1:2", "D1:3")),
+    Recalled("[9 May 2023] A: four", ("D2:1",)),
+]
+
+
+# --- scoring, no database -------------------------------------------------------------------
+
+
+def test_evidence_recall_is_the_share_of_evidence_among_the_sources() -> None:
+    assert evidence_recall(["D1:1"], CARDS) == 1.0
+    assert evidence_recall(["D1:3", "D2:1", "D3:1", "D3:2"], CARDS) == 0.5
+    assert evidence_recall(["D9:9"], CARDS) == 0.0
+    assert evidence_recall(["D1:1"], []) == 0.0
+
+
+def test_reciprocal_rank_is_one_over_the_first_card_holding_evidence() -> None:
+    assert reciprocal_rank(["D1:1"], CARDS) == 1.0
+    assert reciprocal_rank(["D1:3"], CARDS) == 0.5
+    assert reciprocal_rank(["D2:1", "D9:9"], CARDS) == pytest.approx(1 / 3)
+    assert reciprocal_rank(["D9:9"], CARDS) == 0.0
+
+
+def test_evidence_ids_are_split_validated_and_deduplicated() -> None:
+    known = {"D1:1", "D1:2", "D8:6", "D9:17"}
+    assert parse_evidence(["D1:1", "D8:6; D9:17", "D1:1"], known) == (
+        ("D1:1", "D8:6", "D9:17"),
+        0,
+        0,
+    )
+    assert parse_evidence(["D1", "session 3", "D7:1", "D1:2"], known) == (("D1:2",), 3, 1)
+    assert parse_evidence([], known) == ((), 0, 0)
+
+
+def test_session_times_are_parsed_or_none() -> None:
+    assert parse_session_time("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert parse_session_time("8 May 2023") == datetime(2023, 5, 8, tzinfo=UTC)
+    assert parse_session_time("") is None
+    assert parse_session_time("sometime") is None
+
+
+def test_conversation_tokens_count_each_date_once_and_every_line() -> None:
+    conversation = Conversation(
+        "s",
+        (
+            Session(1, datetime(2023, 5, 8, tzinfo=UTC), (Turn("D1:1", "A", "hi there"),)),
+            Session(2, None, (Turn("D2:1", "B", "look", caption="a dog"),)),
+        ),
+        (),
+    )
+    # "8 May 2023" (3) + "A: hi there" (3) + "B: look [shares an image: a dog]" (7)
+    assert conversation_tokens(conversation, words) == 13
+
+
+def test_score_question_combines_recall_rank_and_token_share() -> None:
+    question = Question("q", 4, ("D1:3", "D2:1"))
+    score = score_question(question, CARDS[1:], full_tokens=40, count=words)
+    # 7 + 5 words of the two cards' texts over 40
+    assert score == QuestionScore(category=4, recall=1.0, reciprocal_rank=1.0, token_share=0.3)
+
+
+def test_summarize_averages_per_category_in_order_then_overall() -> None:
+    scores = [
+        QuestionScore(4, 1.0, 1.0, 0.1),
+        QuestionScore(1, 0.5, 0.5, 0.2),
+        QuestionScore(4, 0.0, 0.0, 0.3),
+        QuestionScore(7, 1.0, 1.0, 0.0),
+    ]
+    rows = summarize(scores)
+    assert [r.name for r in rows] == ["multi-hop", "single-hop", "category 7", "overall"]
+    single = rows[1]
+    assert (single.questions, single.recall, single.mrr) == (2, 0.5, 0.5)
+    assert single.token_share == pytest.approx(0.2)
+    overall = rows[-1]
+    assert (overall.questions, overall.recall, overall.mrr) == (4, 0.625, 0.625)
+    assert overall.token_share == pytest.approx(0.15)
+    assert summarize([])[-1].questions == 0
+
+
+def test_questions_without_valid_evidence_are_counted_not_scored() -> None:
+    conversation = parse_conversation(locomo_sample("c1"))
+    assert [q.category for q in conversation.questions] == [4, 2, 1, 3]
+    assert conversation.questions[2].evidence == ("D1:4",)
+    assert conversation.questions[3].evidence == ("D2:3", "D2:4")
+    assert (conversation.malformed, conversation.missing) == (1, 1)
+    assert conversation.sessions[1].time == datetime(2023, 6, 20, 10, 0, tzinfo=UTC)
+
+
+def test_session_cards_hold_each_turn_with_its_neighbours() -> None:
+    session = parse_conversation(locomo_sample("c1")).sessions[0]
+    drafts = eval_cli.session_drafts(session)
+    assert [d.source_client_ids for d in drafts] == [
+        ["D1:1", "D1:2"],
+        ["D1:1", "D1:2", "D1:3"],
+        ["D1:2", "D1:3", "D1:4"],
+        ["D1:3", "D1:4"],
+    ]
+    assert drafts[0].text.startswith("[8 May 2023] Alice: I adopted a puppy")
+    assert drafts[0].session_id == "session_1"
+    assert drafts[0].observed_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"qa": []}', '[{"qa": []}]'])
+def test_files_that_are_not_locomo_are_a_format_error(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(LocomoFormatError):
+        load_locomo(path)
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def locomo_sample(sample_id: str) -> dict[str, Any]:
+    """A tiny LoCoMo-shaped sample: 2 sessions of 4 turns, 6 questions (4 with evidence)."""
+    return {
+        "sample_id": sample_id,
+        "conversation": {
+            "speaker_a": "Alice",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                turn("D1:1", "Alice", "I adopted a puppy named Biscuit yesterday."),
+                turn("D1:2", "Bob", "Congratulations, what breed is it?"),
+                turn("D1:3", "Alice", "A golden retriever, he loves the beach."),
+                turn("D1:4", "Bob", "I started learning the violin last week."),
+            ],
+            "session_2_date_time": "10:00 am on 20 June, 2023",
+            "session_2": [
+                turn("D2:1", "Alice", "We moved to Lisbon in June."),
+                turn("D2:2", "Bob", "Lovely, I visited the castle there once."),
+                turn("D2:3", "Alice", "My sister works as a pilot now."),
+                turn("D2:4", "Bob", "Does Marta fly long routes?"),
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Alice's puppy?", "evidence": ["D1:1"], "category": 4},
+            {"question": "Which city did Alice move to?", "evidence": ["D2:1"], "category": 2},
+            {"question": "What is Bob learning?", "evidence": ["D1:4", "D9"], "category": 1},
+            {"question": "What does Marta do?", "evidence": ["D2:3; D2:4"], "category": 3},
+            {"question": "Is Bob a pilot?", "evidence": [], "category": 5},
+            {"question": "What about session 7?", "evidence": ["D7:1"], "category": 1},
+        ],
+    }
+
+
+def turn(dia_id: str, speaker: str, text: str) -> dict[str, str]:
+    return {"dia_id": dia_id, "speaker": speaker, "text": text}
+
+
+@pytest.fixture
+def locomo_file(tmp_path: Path) -> Path:
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([locomo_sample("c1"), locomo_sample("c2")]), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real MiniLM takes longer to load than the whole run: the hashing fake keeps it short.
+    monkeypatch.setattr(eval_cli, "make_embedder", HashingEmbedder)
+
+
+@pytest.mark.usefixtures("hashing_embedder")
+def test_eval_locomo_ingests_searches_and_reports(
+    locomo_file: Path,
+    fresh_data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    out_json = tmp_path / "all.json"
+    args = ["eval", "locomo", "--data", str(locomo_file), "--data-dir", str(fresh_data_dir)]
+    assert main([*args, "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out_json.read_text(encoding="utf-8"))
+    # k=10 is more than the 8 cards of a user: every evidence id is recalled.
+    assert (report["k"], report["conversations"], report["turns"]) == (10, 2, 16)
+    assert (report["evidence_ids_malformed"], report["evidence_ids_missing"]) == (2, 2)
+    assert list(report["categories"]) == ["multi-hop", "temporal", "open-domain", "single-hop"]
+    assert all(row["questions"] == 2 for row in report["categories"].values())
+    overall = report["overall"]
+    assert (overall["questions"], overall["recall"]) == (8, 1.0)
+    assert 0 < overall["mrr"] <= 1
+    # Overlapping cards repeat their neighbours: recalling nearly all of them is more text
+    # than the conversation itself.
+    assert overall["token_share"] > 1
+    assert "LoCoMo: 2 conversations, 16 turns, k=10" in out
+    assert "recall@10" in out
+    assert "evidence ids skipped: 2 malformed, 2 pointing at no turn" in out
+    table = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+    assert table["overall"][:3] == ["8", "1.000", f"{overall['mrr']:.3f}"]
+
+    # Each question shares a rare word with its evidence only: the first card holds it.
+    out_json = tmp_path / "one.json"
+    assert main([*args, "--k", "1", "--limit", "1", "--json", str(out_json)]) == 0
+    report = json.loads(out_json.read_text(encoding="utf-8"))
+    assert (report["conversations"], report["overall"]["questions"]) == (1, 4)
+    assert report["overall"]["recall"] == report["overall"]["mrr"] == 1.0
+    assert 0 < report["overall"]["token_share"] < 1
+    assert "recall@1" in capsys.readouterr().out
+
+
+def test_a_missing_data_file_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", "locomo", "--data", str(tmp_path / "nope.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().count("\n") == 0
+    assert captured.err.startswith("stratamem: error: cannot read")
+    assert "No such file or directory" in captured.err
+
+
+@pytest.mark.parametrize("value", ["0", "ten"])
+def test_a_bad_k_is_a_usage_error(
+    locomo_file: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["eval", "locomo", "--data", str(locomo_file), "--k", value])
+    assert caught.value.code == 2
+    assert "argument --k" in capsys.readouterr().err
