@@ -261,7 +261,7 @@ class Memory:
         Refused first if it is not a user message, or can never fit with the system message.
         """
         payload = {"role": "user", "content": input} if isinstance(input, str) else input
-        message, client_id, metadata = parse_input(0, payload)
+        message, client_id, metadata, timestamp = parse_input(0, payload)
         if message.role != "user":
             raise InvalidHistoryError(
                 [
@@ -273,7 +273,7 @@ class Memory:
         system_tokens = (
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
-        new = self._new_message(0, message, client_id, metadata, reserved=system_tokens)
+        new = self._new_message(0, message, client_id, metadata, timestamp, reserved=system_tokens)
         return self._parts.writer.store_input(user_id, session_id, new)
 
     def _load_window(
@@ -476,9 +476,12 @@ class Memory:
         A message is a dict (``None`` values are left out) or an ``openai`` SDK message object;
         response-only fields are never stored. It may carry a client ``id``, an idempotency
         key: a batch whose every id is stored with the same content is a no-op that returns
-        the stored messages. ``metadata`` is any JSON-compatible dict (``datetime``, ``UUID``,
-        ``Decimal`` converted as pydantic's JSON mode does). Both are returned by ``history``
-        and never sent to the model. Tool results must answer an open call of the session.
+        the stored messages. ``timestamp`` (an ISO 8601 string or a ``datetime``; naive means
+        UTC) is when the message was said, stored as its ``created_at`` (the database clock
+        without it): imported conversations keep their dates, and turn cards are dated by it.
+        ``metadata`` is any JSON-compatible dict (``datetime``, ``UUID``, ``Decimal`` converted
+        as pydantic's JSON mode does). All three are returned by ``history`` and never sent to
+        the model. Tool results must answer an open call of the session.
 
         Raises:
             InvalidHistoryError: a message is malformed, is one the chat API would refuse, or
@@ -578,6 +581,7 @@ class Memory:
         message: Message,
         client_id: str | None,
         metadata: dict[str, Any],
+        timestamp: datetime | None,
         *,
         reserved: int = 0,
     ) -> NewMessage:
@@ -594,6 +598,7 @@ class Memory:
             tokens=tokens,
             client_id=client_id,
             metadata=metadata,
+            created_at=timestamp,
         )
 
     def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from memory import CardNotFoundError, ConfigurationError, Memory, PinBudgetError, Settings
+from memory import (
+    CardNotFoundError,
+    ConfigurationError,
+    InvalidHistoryError,
+    Memory,
+    PinBudgetError,
+    Settings,
+)
 from retrieval import MINILM_NAME, HashingEmbedder, SentenceTransformerEmbedder
 from storage import Database
 
@@ -235,3 +243,98 @@ def test_a_fact_of_session_one_is_recalled_in_session_two(
     report = context.report.recall
     assert report is not None and report.query == "What is my daughter's name?"
     assert report.cards and report.cards[0].score > 0
+
+
+def test_timestamps_are_stored_never_sent_and_date_turn_cards(mem: Memory, user_id: str) -> None:
+    mem.record(
+        user_id=user_id,
+        session_id="s1",
+        messages=[
+            {"role": "user", "content": "I adopted a cat.", "timestamp": "2023-05-08T13:56:00Z"},
+            {
+                "role": "assistant",
+                "content": "Congratulations!",
+                "timestamp": datetime(2023, 5, 8, 13, 57),
+            },
+        ],
+    )
+    context = mem.prepare(
+        user_id=user_id,
+        session_id="s1",
+        input={"role": "user", "content": "Thanks", "timestamp": "2023-05-08T14:00:00+00:00"},
+    )
+    assert all("timestamp" not in message for message in context.messages)
+    stored = mem.history(user_id=user_id, session_id="s1")
+    assert [m.created_at for m in stored] == [
+        datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+        datetime(2023, 5, 8, 13, 57, tzinfo=UTC),
+        datetime(2023, 5, 8, 14, 0, tzinfo=UTC),
+    ]
+    mem.end_session(user_id=user_id, session_id="s1")
+    [hit] = mem.search(user_id=user_id, query="adopted a cat", k=1, types=["turn"])
+    assert hit.card.text.startswith("[8 May 2023] User: I adopted a cat.")
+    assert hit.card.observed_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    in_may = mem.search(
+        user_id=user_id,
+        query="cat",
+        k=10,
+        since=datetime(2023, 5, 1, tzinfo=UTC),
+        until=datetime(2023, 6, 1, tzinfo=UTC),
+    )
+    assert in_may
+    assert mem.search(user_id=user_id, query="cat", since=datetime(2024, 1, 1, tzinfo=UTC)) == []
+
+
+def test_a_bad_timestamp_is_refused(mem: Memory, user_id: str) -> None:
+    with pytest.raises(InvalidHistoryError, match="ISO 8601"):
+        mem.record(
+            user_id=user_id,
+            session_id="s1",
+            messages=[{"role": "user", "content": "hi", "timestamp": "yesterday"}],
+        )
+    assert mem.history(user_id=user_id, session_id="s1") == []
+
+
+def _long_chat(mem: Memory, user_id: str, turns: int) -> None:
+    for index in range(turns):
+        mem.record(
+            user_id=user_id,
+            session_id="s1",
+            messages=[
+                {"role": "user", "content": f"Note {index}: the code word is zebra{index}."},
+                {"role": "assistant", "content": f"Noted zebra{index}."},
+            ],
+        )
+
+
+def test_messages_folded_out_of_the_window_become_turn_cards_inline(
+    make_memory: Callable[..., Memory], user_id: str
+) -> None:
+    mem = make_memory(context_window=1_500, max_output=300)
+    _long_chat(mem, user_id, 30)
+    mem.prepare(user_id=user_id, session_id="s1", input="What was the first code word?")
+
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None and summary.boundary_seq > 2
+    hits = mem.search(user_id=user_id, query="zebra0", k=3, types=["turn"])
+    assert any("zebra0." in hit.card.text for hit in hits)
+
+
+def test_a_consolidation_job_archives_what_it_folds_once(
+    make_memory: Callable[..., Memory], user_id: str
+) -> None:
+    mem = make_memory(
+        context_window=1_500, max_output=300, summary={"mode": "background", "debounce_seconds": 0}
+    )
+    _long_chat(mem, user_id, 30)
+    mem.prepare(user_id=user_id, session_id="s1", input="What was the first code word?")
+    mem.run_worker(until_idle=True)
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None and summary.boundary_seq > 2
+    count = len(mem.search(user_id=user_id, query="zebra", k=500))
+
+    # A retried job (the same work again) adds nothing.
+    mem._parts.longterm.archive(user_id, "s1", 0, summary.boundary_seq)  # type: ignore[union-attr]
+
+    assert len(mem.search(user_id=user_id, query="zebra", k=500)) == count
+    assert any("zebra1." in h.card.text for h in mem.search(user_id=user_id, query="zebra1", k=3))
