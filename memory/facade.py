@@ -644,7 +644,7 @@ def _named_by_seq(
     window: RecentWindow,
     interrupted: tuple[InterruptedCall, ...],
     archived: int,
-    recall: RecallState | None,
+    recall: RecallState | None = None,
 ) -> AssembledContext:
     """The context with its report naming stored messages by seq, not by window position.
 
