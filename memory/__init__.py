@@ -22,10 +22,12 @@ from memory.context.trim import trim_history
 from memory.context.units import Unit, split_units, validate_history
 from memory.errors import (
     BudgetError,
+    CardNotFoundError,
     ConfigurationError,
     ContextOverflowError,
     InvalidHistoryError,
     LLMError,
+    PinBudgetError,
     Problem,
     RecordConflictError,
     StratamemError,
@@ -42,7 +44,7 @@ from memory.llm import (
     OpenAIChatModel,
     ScriptedChatModel,
 )
-from memory.settings import Settings, SummarySettings
+from memory.settings import CardSettings, Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "AssembledContext",
     "Budget",
     "BudgetError",
+    "CardNotFoundError",
+    "CardSettings",
     "ChatModel",
     "Completion",
     "ConfigurationError",
@@ -69,6 +73,7 @@ __all__ = [
     "ModelLimits",
     "OpenAIChatModel",
     "OpenCall",
+    "PinBudgetError",
     "Problem",
     "RecordConflictError",
     "RetrievedMemory",

@@ -10,6 +10,8 @@
     ├── ContextOverflowError        (also ValueError) the mandatory part cannot fit the budget
     ├── BudgetError                 (also ValueError) a budget or model table lookup is impossible
     ├── ConfigurationError          settings that cannot work together
+    ├── PinBudgetError              (also ValueError) a pin would exceed the pin budget
+    ├── CardNotFoundError           (also LookupError) the user has no card with this id
     └── LLMError                    a chat model call failed (the summariser degrades on it)
 
 Errors of the storage layer (``storage.StorageError`` and its children) pass through unchanged.
@@ -22,10 +24,12 @@ from dataclasses import dataclass
 
 __all__ = [
     "BudgetError",
+    "CardNotFoundError",
     "ConfigurationError",
     "ContextOverflowError",
     "InvalidHistoryError",
     "LLMError",
+    "PinBudgetError",
     "Problem",
     "RecordConflictError",
     "StratamemError",
@@ -137,6 +141,22 @@ class BudgetError(StratamemError, ValueError):
 
 class ConfigurationError(StratamemError):
     """Settings that cannot work together."""
+
+
+class PinBudgetError(StratamemError, ValueError):
+    """A pin that would take the user's pinned cards over the pin budget (in tokens)."""
+
+    def __init__(self, required: int, budget: int) -> None:
+        self.required = required
+        self.budget = budget
+        super().__init__(
+            f"pinned cards would take {required} tokens but the pin budget is {budget} "
+            "(cards.pin_budget_ratio of the history budget): unpin a card or raise the ratio"
+        )
+
+
+class CardNotFoundError(StratamemError, LookupError):
+    """The user has no card with this id (another user's card is never found)."""
 
 
 class LLMError(StratamemError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -17,20 +18,29 @@ from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.budget import Budget, plan_budget
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
-from memory.context.report import Dropped, InterruptedCall
+from memory.context.report import Dropped, InterruptedCall, RecallState
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
-from memory.errors import ContextOverflowError, InvalidHistoryError
+from memory.errors import (
+    CardNotFoundError,
+    ConfigurationError,
+    ContextOverflowError,
+    InvalidHistoryError,
+)
 from memory.intake import name_stored, parse_input
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
+from memory.longterm import LongTermMemory, Recall, default_embedder
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
-from memory.worker import CONSOLIDATE, JobHandler, Worker
+from memory.worker import CARDS, CONSOLIDATE, JobHandler, Worker
 from memory.writer import SessionWriter
+from retrieval import Embedder, ScoredCard
 from storage import (
+    Card,
+    CardType,
     Database,
     Job,
     JobQueue,
@@ -39,9 +49,12 @@ from storage import (
     StoredMessage,
     SummaryRecord,
     SummaryStore,
+    erase_conversations,
 )
 
 __all__ = ["Memory", "OpenCall", "Parts", "build_parts"]
+
+logger = logging.getLogger(__name__)
 
 
 class Memory:
@@ -59,12 +72,20 @@ class Memory:
         chat: ChatModel | None = None,
         counter: TokenCounter | None = None,
         on_summary_event: Callable[[SummaryEvent], None] | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings
         self._database = database
         self._parts = build_parts(
-            database, settings, chat=chat, counter=counter, on_summary_event=on_summary_event
+            database,
+            settings,
+            chat=chat,
+            counter=counter,
+            on_summary_event=on_summary_event,
+            embedder=embedder,
         )
+        #: Recalls that failed (database or embedder) and went on without memories.
+        self.recall_failures = 0
         self.budget: Budget = self._parts.budget
         self._stop = threading.Event()
         self._worker_threads: list[threading.Thread] = []
@@ -77,6 +98,7 @@ class Memory:
         chat: ChatModel | None = None,
         counter: TokenCounter | None = None,
         on_summary_event: Callable[[SummaryEvent], None] | None = None,
+        embedder: Embedder | None = None,
         **settings: Any,
     ) -> Memory:
         """Open the database (the embedded one when no URL is given or configured).
@@ -87,6 +109,8 @@ class Memory:
                 URL is configured, else none (offline: summaries are raw archives).
             counter: the token counter; by default tiktoken for ``model``.
             on_summary_event: called with every summariser event (attempt, retry, ...).
+            embedder: the embedder of long-term memory; by default the one ``cards.embedder``
+                names (MiniLM, loaded on first use, never at open).
             **settings: any field of ``Settings`` (``model``, ``context_window``, ...).
         """
         if database_url is not None:
@@ -100,6 +124,7 @@ class Memory:
                 chat=chat,
                 counter=counter,
                 on_summary_event=on_summary_event,
+                embedder=embedder,
             )
         except BaseException:
             database.close()
@@ -143,21 +168,25 @@ class Memory:
         summary, window = self._load_window(user_id, session_id)
         if window.tokens > self._parts.fold_policy.trigger_tokens:
             summary, window = self._schedule_folding(user_id, session_id, summary, window)
-        context = self._assemble(user_id, session_id, summary, window, system)
+        recall = self._recall(user_id, window)
+        memories = recall.memories if recall else ()
+        context = self._assemble(summary, window, system, memories)
         archived = 0
         if _drops_window_units(context):
             # The window outgrew the budget before a summary arrived (a fast loop, a worker
             # behind): what the cap would drop is archived raw first, so it is never lost.
             archived, summary, window = self._archive_inline(user_id, session_id, summary)
-            context = self._assemble(user_id, session_id, summary, window, system)
+            context = self._assemble(summary, window, system, memories)
         if _drops_window_units(context):
             # Still dropping (a long system prompt or summary leaves the window little room):
             # archive exactly what the cap drops.
             through = _last_dropped_seq(context, window)
             more, summary, window = self._archive_inline(user_id, session_id, summary, through)
             archived += more
-            context = self._assemble(user_id, session_id, summary, window, system)
-        return _named_by_seq(context, window, interrupted, archived)
+            context = self._assemble(summary, window, system, memories)
+        return _named_by_seq(
+            context, window, interrupted, archived, recall.state if recall else None
+        )
 
     def _archive_inline(
         self,
@@ -196,25 +225,26 @@ class Memory:
                 params=params,
             )
         archived = (saved.covered if saved else 0) - (summary.covered if summary else 0)
+        if saved is not None:
+            self._archive_folded(user_id, session_id, saved)
         reloaded, window = self._load_window(user_id, session_id)
         return max(archived, 0), reloaded, window
 
     def _assemble(
         self,
-        user_id: str,
-        session_id: str,
         summary: SummaryRecord | None,
         window: RecentWindow,
         system: str | None,
+        memories: Sequence[RetrievedMemory],
     ) -> AssembledContext:
-        """The context of one request from the loaded summary and window."""
+        """The context of one request from the loaded summary, window and recalled memories."""
         return assemble(
             list(window.messages),
             budget=self.budget.history,
             counter=self._parts.counter,
             system=system,
             summary=self._summary_context(summary),
-            memories=self._recall(user_id, session_id),
+            memories=memories,
             recent_messages=self.settings.recent_messages,
             tool_result_max_tokens=self.settings.tool_result_max_tokens,
         )
@@ -231,7 +261,7 @@ class Memory:
         Refused first if it is not a user message, or can never fit with the system message.
         """
         payload = {"role": "user", "content": input} if isinstance(input, str) else input
-        message, client_id, metadata = parse_input(0, payload)
+        message, client_id, metadata, timestamp = parse_input(0, payload)
         if message.role != "user":
             raise InvalidHistoryError(
                 [
@@ -243,7 +273,7 @@ class Memory:
         system_tokens = (
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
-        new = self._new_message(0, message, client_id, metadata, reserved=system_tokens)
+        new = self._new_message(0, message, client_id, metadata, timestamp, reserved=system_tokens)
         return self._parts.writer.store_input(user_id, session_id, new)
 
     def _load_window(
@@ -280,13 +310,159 @@ class Memory:
                 params=self._parts.consolidations.params(),
             )
             return summary, window
-        if self._parts.consolidator.consolidate(user_id, session_id) is None:
+        saved = self._parts.consolidator.consolidate(user_id, session_id)
+        if saved is None:
             return summary, window
+        self._archive_folded(user_id, session_id, saved)
         return self._load_window(user_id, session_id)
 
-    def _recall(self, user_id: str, session_id: str) -> tuple[RetrievedMemory, ...]:
-        """Memories recalled for this request: none until long-term memory arrives."""
-        return ()
+    def _archive_folded(self, user_id: str, session_id: str, saved: SummaryRecord) -> None:
+        """Archive as cards the messages a fold just took out of the window.
+
+        Inline mode archives now; background mode queues a ``cards`` job (the consolidation
+        job archives what it folds itself).
+        """
+        longterm = self._parts.longterm
+        if longterm is None:
+            return
+        if self._background:
+            self._parts.jobs.enqueue(CARDS, user_id, session_id)
+        else:
+            longterm.archive_through(user_id, session_id, saved.boundary_seq)
+
+    def _recall(self, user_id: str, window: RecentWindow) -> Recall | None:
+        """Memories recalled for this request: pins first, then the cards best matching it.
+
+        A documented degradation point: a failure of the database or the embedder while
+        recalling is logged and counted (``recall_failures``), and the request goes on
+        without memories; recall never fails a request.
+        """
+        longterm = self._parts.longterm
+        if longterm is None:
+            return None
+        try:
+            return longterm.recall(user_id, list(zip(window.stored, window.messages, strict=True)))
+        except Exception:  # a degradation point: see the docstring
+            self.recall_failures += 1
+            logger.exception("recall failed for user %s; going on without memories", user_id)
+            return Recall((), RecallState(None, None, (), failed=True))
+
+    def search(
+        self,
+        *,
+        user_id: str,
+        query: str,
+        k: int = 4,
+        types: Sequence[CardType] | None = None,
+        session_id: str | None = None,
+        topic: str | None = None,
+        tags: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float | None = None,
+        include_superseded: bool = False,
+    ) -> list[ScoredCard]:
+        """The user's ``k`` cards best matching ``query``, best first, with their scores.
+
+        Hybrid search (vector and keywords fused); every filter is applied in SQL and no other
+        user's card is ever returned. ``since``/``until`` compare when a card's event happened
+        where known, else when it was said.
+
+        Raises:
+            ConfigurationError: long-term memory is disabled (``cards.enabled=False``).
+        """
+        return self._longterm().search(
+            user_id,
+            query,
+            k=k,
+            types=types,
+            session_id=session_id,
+            topic=topic,
+            tags=tags,
+            since=since,
+            until=until,
+            min_score=min_score,
+            include_superseded=include_superseded,
+        )
+
+    def pin(
+        self,
+        *,
+        user_id: str,
+        text: str,
+        session_id: str | None = None,
+        topic: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Card:
+        """Pin a fact: always in the prompt, first among memories, never dropped by the cap.
+
+        Raises:
+            PinBudgetError: the user's pins with this one would exceed the pin budget
+                (``cards.pin_budget_ratio`` of the history budget, in tokens).
+            ValueError: ``text`` is blank.
+            ConfigurationError: long-term memory is disabled.
+        """
+        return self._longterm().pin(user_id, text, session_id=session_id, topic=topic, tags=tags)
+
+    def unpin(self, *, user_id: str, card_id: int) -> Card:
+        """Unpin one of the user's cards; it stays as an ordinary card.
+
+        Raises:
+            CardNotFoundError: the user has no such card.
+            ConfigurationError: long-term memory is disabled.
+        """
+        return self._longterm().unpin(user_id, card_id)
+
+    def pins(self, *, user_id: str) -> list[Card]:
+        """The user's pinned cards, oldest first."""
+        return self._longterm().pins(user_id)
+
+    def forget(
+        self, *, user_id: str, card_id: int | None = None, session_id: str | None = None
+    ) -> None:
+        """Delete for real: one card, one session, or (neither given) everything of the user.
+
+        A session goes with its messages, summary, jobs and cards; everything of the user is
+        every session and every card (pins included).
+
+        Raises:
+            CardNotFoundError: ``card_id`` is not one of the user's cards.
+            ValueError: both ``card_id`` and ``session_id`` were given.
+        """
+        if card_id is not None and session_id is not None:
+            raise ValueError("forget one card (card_id) or one session (session_id), not both")
+        longterm = self._parts.longterm
+        if card_id is not None:
+            if longterm is None or not longterm.store.delete(user_id, card_id=card_id):
+                raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
+            return
+        # Messages first: a fold racing the erasure then finds nothing left to archive.
+        erase_conversations(self._database, user_id, session_id)
+        self._parts.recent.forget(user_id, session_id)
+        if longterm is not None:
+            longterm.store.delete(user_id, session_id=session_id)
+
+    def end_session(self, *, user_id: str, session_id: str) -> None:
+        """Archive every message of the session not archived yet, as turn and extracted cards.
+
+        Inline (``summary.mode="inline"``) it runs now; in background mode it is a queued
+        ``cards`` job the worker runs. A session that goes on afterwards is archived again from
+        where this left off.
+
+        Raises:
+            ConfigurationError: long-term memory is disabled.
+        """
+        longterm = self._longterm()
+        if self._background:
+            self._parts.jobs.enqueue(CARDS, user_id, session_id, params={_END: True})
+        else:
+            longterm.archive_through(user_id, session_id, None)
+
+    def _longterm(self) -> LongTermMemory:
+        longterm = self._parts.longterm
+        if longterm is None:
+            raise ConfigurationError("long-term memory is disabled (cards.enabled=False)")
+        return longterm
 
     def record(
         self,
@@ -300,9 +476,12 @@ class Memory:
         A message is a dict (``None`` values are left out) or an ``openai`` SDK message object;
         response-only fields are never stored. It may carry a client ``id``, an idempotency
         key: a batch whose every id is stored with the same content is a no-op that returns
-        the stored messages. ``metadata`` is any JSON-compatible dict (``datetime``, ``UUID``,
-        ``Decimal`` converted as pydantic's JSON mode does). Both are returned by ``history``
-        and never sent to the model. Tool results must answer an open call of the session.
+        the stored messages. ``timestamp`` (an ISO 8601 string or a ``datetime``; naive means
+        UTC) is when the message was said, stored as its ``created_at`` (the database clock
+        without it): imported conversations keep their dates, and turn cards are dated by it.
+        ``metadata`` is any JSON-compatible dict (``datetime``, ``UUID``, ``Decimal`` converted
+        as pydantic's JSON mode does). All three are returned by ``history`` and never sent to
+        the model. Tool results must answer an open call of the session.
 
         Raises:
             InvalidHistoryError: a message is malformed, is one the chat API would refuse, or
@@ -402,6 +581,7 @@ class Memory:
         message: Message,
         client_id: str | None,
         metadata: dict[str, Any],
+        timestamp: datetime | None,
         *,
         reserved: int = 0,
     ) -> NewMessage:
@@ -418,6 +598,7 @@ class Memory:
             tokens=tokens,
             client_id=client_id,
             metadata=metadata,
+            created_at=timestamp,
         )
 
     def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
@@ -442,6 +623,9 @@ def _drops_window_units(context: AssembledContext) -> bool:
     return any(drop.layer in ("window", "recent") for drop in context.report.dropped)
 
 
+#: The ``cards`` job parameter that archives the whole session (``end_session``).
+_END = "end"
+
 #: Stands for "no summary yet" as the base of an upgrade: boundary 0, no text.
 _NO_SUMMARY = SummaryRecord(
     user_id="",
@@ -460,6 +644,7 @@ def _named_by_seq(
     window: RecentWindow,
     interrupted: tuple[InterruptedCall, ...],
     archived: int,
+    recall: RecallState | None = None,
 ) -> AssembledContext:
     """The context with its report naming stored messages by seq, not by window position.
 
@@ -487,6 +672,7 @@ def _named_by_seq(
         ),
         interrupted_calls=interrupted,
         archived=archived,
+        recall=recall,
     )
     return AssembledContext(context.messages, report)
 
@@ -510,6 +696,7 @@ class Parts:
     consolidations: ConsolidationJobs
     archiver: Consolidator
     llm_configured: bool
+    longterm: LongTermMemory | None
 
     @property
     def consolidator(self) -> Consolidator:
@@ -519,10 +706,27 @@ class Parts:
     def job_handlers(self, log: WorkerRun | None = None) -> dict[str, JobHandler]:
         """The worker's table: the handler of each job kind (``log`` collects what ran)."""
 
+        longterm = self.longterm
+
         def consolidate(job: Job) -> None:
             self.consolidations.run(job, log)
+            if longterm is not None:
+                # What the fold took out of the window becomes cards in the same job.
+                summary = self.summaries.get(job.user_id, job.session_id)
+                if summary is not None:
+                    longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
 
-        return {CONSOLIDATE: consolidate}
+        def archive(job: Job) -> None:
+            if longterm is None:
+                return  # queued by a process with long-term memory on: nothing to do here
+            if job.params.get(_END):
+                longterm.archive_through(job.user_id, job.session_id, None)
+            else:
+                summary = self.summaries.get(job.user_id, job.session_id)
+                if summary is not None:
+                    longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
+
+        return {CONSOLIDATE: consolidate, CARDS: archive}
 
 
 def build_parts(
@@ -532,8 +736,13 @@ def build_parts(
     chat: ChatModel | None = None,
     counter: TokenCounter | None = None,
     on_summary_event: Callable[[SummaryEvent], None] | None = None,
+    embedder: Embedder | None = None,
 ) -> Parts:
-    """Build every part of a ``Memory`` from its settings: the one place they are wired."""
+    """Build every part of a ``Memory`` from its settings: the one place they are wired.
+
+    The embedder is not loaded here (MiniLM loads on its first ``embed``): opening stays fast,
+    and a process that never recalls never pays for the model.
+    """
     budget = plan_budget(
         settings.model,
         context_window=settings.context_window,
@@ -559,6 +768,16 @@ def build_parts(
     )
     messages = MessageStore(database)
     summaries = SummaryStore(database)
+    longterm = None
+    if settings.cards.enabled:
+        longterm = LongTermMemory(
+            database,
+            messages,
+            embedder or default_embedder(settings.cards),
+            counter,
+            settings.cards,
+            pin_budget=int(budget.history * settings.cards.pin_budget_ratio),
+        )
     # Without a chat model the summariser writes raw archives: no model, milliseconds.
     archiver = Summarizer(None, counter, summary, on_event=on_summary_event)
     return Parts(
@@ -583,4 +802,5 @@ def build_parts(
         # One step whatever the backlog: writing an archive costs no model call.
         archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
         llm_configured=chat is not None,
+        longterm=longterm,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -25,19 +26,24 @@ __all__ = [
     "json_metadata",
     "name_stored",
     "parse_input",
+    "parse_timestamp",
     "refuse_repeated_ids",
 ]
 
 #: Keys of a message dict that belong to stratamem and are never sent to the model.
-CLIENT_KEYS = ("id", "metadata")
+CLIENT_KEYS = ("id", "metadata", "timestamp")
 
 #: Metadata may nest dicts and lists this deep; deeper is refused (it is never a real need,
 #: and a cyclic structure would otherwise recurse without end).
 METADATA_MAX_DEPTH = 32
 
 
-def parse_input(index: int, item: object) -> tuple[Message, str | None, dict[str, Any]]:
-    """Parse one message given to ``record`` or ``prepare``: the message, client id, metadata.
+def parse_input(
+    index: int, item: object
+) -> tuple[Message, str | None, dict[str, Any], datetime | None]:
+    """Parse one message given to ``record`` or ``prepare``: message, client id, metadata, time.
+
+    The time is the message's optional ``timestamp`` (see ``parse_timestamp``).
 
     Raises:
         InvalidHistoryError: the item is not a chat message the API would accept, its id is
@@ -52,6 +58,7 @@ def parse_input(index: int, item: object) -> tuple[Message, str | None, dict[str
     if client_id is not None and not isinstance(client_id, str):
         raise InvalidHistoryError([Problem(index, "id must be a string")])
     metadata = json_metadata(data.get("metadata", {}), f"message {index}")
+    timestamp = parse_timestamp(index, data.get("timestamp"))
     payload = {key: value for key, value in data.items() if key not in CLIENT_KEYS}
     try:
         [message] = parse_messages([payload])
@@ -60,7 +67,29 @@ def parse_input(index: int, item: object) -> tuple[Message, str | None, dict[str
         raise InvalidHistoryError(
             replace(problem, index=index) for problem in error.problems
         ) from error
-    return message, client_id, metadata
+    return message, client_id, metadata, timestamp
+
+
+def parse_timestamp(index: int, value: object) -> datetime | None:
+    """A message's ``timestamp``: an ISO 8601 string or a ``datetime``; naive means UTC.
+
+    Raises:
+        InvalidHistoryError: it is neither, or the string is not ISO 8601.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as error:
+            raise InvalidHistoryError(
+                [Problem(index, f"timestamp {value!r} is not an ISO 8601 date and time")]
+            ) from error
+    if not isinstance(value, datetime):
+        raise InvalidHistoryError(
+            [Problem(index, "timestamp must be an ISO 8601 string or a datetime")]
+        )
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def json_metadata(metadata: object, where: str) -> dict[str, Any]:

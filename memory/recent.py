@@ -104,6 +104,21 @@ class RecentMessages:
         self._remember(key, window)
         return window
 
+    def forget(self, user_id: str, session_id: str | None = None) -> None:
+        """Drop the cached window of one session, or (``None``) of every session of the user.
+
+        For erasure: a deleted session that starts again must not be served its old messages.
+        """
+        with self._lock:
+            keys = [
+                key
+                for key in self._cache
+                if key[0] == user_id and (session_id is None or key[1] == session_id)
+            ]
+            for key in keys:
+                self._cache.pop(key)
+                self._cached_bytes -= sum(self._sizes.pop(key, {}).values())
+
     def _remember(self, key: tuple[str, str], window: RecentWindow) -> None:
         """Cache ``window`` unless a newer one is cached; forget empty windows and the oldest.
 

@@ -21,7 +21,7 @@ from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import ConfigurationError
 from storage import default_data_dir
 
-__all__ = ["Settings", "SummarySettings"]
+__all__ = ["CardSettings", "Settings", "SummarySettings"]
 
 
 class SummarySettings(BaseModel):
@@ -87,6 +87,32 @@ class SummarySettings(BaseModel):
         return self
 
 
+class CardSettings(BaseModel):
+    """Long-term memory: archived turns, extracted cards, recall and pins.
+
+    Attributes:
+        enabled: recall cards in ``prepare`` and archive messages that leave the window.
+        k: how many cards ``prepare`` recalls (pins come on top).
+        min_score: recalled cards need at least this cosine similarity to the query.
+        pin_budget_ratio: pinned cards may take at most this share of the history budget.
+        idle_seconds: a session idle this long is treated as ended (by the worker).
+        embedder: ``minilm`` (all-MiniLM-L6-v2, offline) or ``hashing`` (a model-free fake).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        with _as_configuration_error("cards settings", type(self)):
+            super().__init__(**values)
+
+    enabled: bool = True
+    k: int = Field(default=4, ge=0)
+    min_score: float | None = Field(default=None, ge=-1, le=1)
+    pin_budget_ratio: float = Field(default=0.1, ge=0, le=1)
+    idle_seconds: float = Field(default=1_800.0, gt=0)
+    embedder: Literal["minilm", "hashing"] = "minilm"
+
+
 class Settings(BaseSettings):
     """Every setting of stratamem, with its default.
 
@@ -130,6 +156,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("STRATAMEM_LLM_API_KEY", "OPENAI_API_KEY"),
     )
     summary: SummarySettings = Field(default_factory=SummarySettings)
+    cards: CardSettings = Field(default_factory=CardSettings)
 
     @field_validator("database_url")
     @classmethod

@@ -20,6 +20,7 @@ from typing import Protocol
 from storage import DatabaseUnavailableError, Job
 
 __all__ = [
+    "CARDS",
     "CONSOLIDATE",
     "JobHandler",
     "Queue",
@@ -30,6 +31,9 @@ logger = logging.getLogger(__name__)
 
 #: The job kind that folds a session's dropped messages into its summary.
 CONSOLIDATE = "consolidate"
+
+#: The job kind that archives a session's folded (or, at its end, all) messages as cards.
+CARDS = "cards"
 
 #: Runs one claimed job; raising re-queues it for a retry.
 JobHandler = Callable[[Job], None]

@@ -7,9 +7,9 @@ analyses cards and queries, so a query matches exactly the terms a card was inde
 """
 
 import re
+import threading
 import unicodedata
 from collections import Counter
-from functools import lru_cache
 
 import snowballstemmer
 
@@ -37,10 +37,16 @@ _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)*")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
 
-@lru_cache(maxsize=1)
+_local = threading.local()
+
+
 def _stemmer() -> snowballstemmer.stemmer:
-    # Built once per process, lazily: building it compiles the Snowball tables.
-    return snowballstemmer.stemmer("english")
+    # One per thread, built lazily: a Snowball stemmer keeps its word in instance state, so
+    # threads sharing one corrupt each other's words (IndexError inside stemWord).
+    stemmer: snowballstemmer.stemmer | None = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 def analyze(text: str) -> list[str]:

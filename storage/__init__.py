@@ -1,5 +1,6 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
+from storage.archive_marks import ArchiveMarks
 from storage.cards import (
     Card,
     CardFilter,
@@ -11,6 +12,7 @@ from storage.cards import (
     content_hash,
 )
 from storage.engine import Database, default_data_dir
+from storage.erasure import erase_conversations
 from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
 from storage.inputs import MAX_ID_LENGTH
 from storage.jobs import JobQueue
@@ -23,6 +25,7 @@ __all__ = [
     "EMBEDDING_DIM",
     "MAX_ID_LENGTH",
     "MIGRATIONS",
+    "ArchiveMarks",
     "Card",
     "CardFilter",
     "CardMatch",
@@ -46,5 +49,6 @@ __all__ = [
     "Validator",
     "content_hash",
     "default_data_dir",
+    "erase_conversations",
     "migrate",
 ]

@@ -285,6 +285,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE jobs ADD COLUMN params jsonb NOT NULL DEFAULT '{}'::jsonb",
         ),
     ),
+    Migration(
+        7,
+        "archive marks",
+        (
+            # How far each session's messages were archived as cards: the next archive starts
+            # after it, so a retried or repeated archive re-reads nothing it already stored.
+            """
+            CREATE TABLE archive_marks (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                archived_seq bigint NOT NULL,
+                PRIMARY KEY (user_id, session_id)
+            )
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

@@ -24,6 +24,7 @@ class NewMessage(_Record):
         client_id: An id chosen by the client (at most ``MAX_ID_LENGTH`` characters);
             appending it again to a session is a no-op.
         metadata: Free-form JSON data kept with the message (NUL characters included).
+        created_at: When the message was said; the database clock when None.
     """
 
     payload: dict[str, Any]
@@ -31,6 +32,7 @@ class NewMessage(_Record):
     tokens: int = Field(ge=0)
     client_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
 
 
 class StoredMessage(_Record):

@@ -4,7 +4,19 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import JSON, Connection, Row, Table, Text, any_, bindparam, cast, func, select
+from sqlalchemy import (
+    JSON,
+    Connection,
+    DateTime,
+    Row,
+    Table,
+    Text,
+    any_,
+    bindparam,
+    cast,
+    func,
+    select,
+)
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
@@ -37,6 +49,9 @@ _INSERT = (
         tokens=bindparam("tokens"),
         client_id=bindparam("client_id"),
         metadata=cast(bindparam("metadata", type_=Text), JSON),
+        created_at=func.coalesce(
+            bindparam("created_at", type_=DateTime(timezone=True)), func.now()
+        ),
     )
     .returning(*MESSAGES.c, sort_by_parameter_order=True)
 )
@@ -295,6 +310,7 @@ def _row(index: int, message: NewMessage) -> dict[str, Any]:
         "tokens": message.tokens,
         "client_id": message.client_id,
         "metadata": encode_json(f"{name} metadata", message.metadata),
+        "created_at": message.created_at,
     }
 
 
@@ -312,7 +328,8 @@ def _lock_session(connection: Connection, user_id: str, session_id: str) -> int:
             .values(user_id=user_id, session_id=session_id)
             .on_conflict_do_nothing(index_elements=[SessionRow.user_id, SessionRow.session_id])
         )
-        # Sessions are never deleted: after the insert (ours or a concurrent one) it exists.
+        # After the insert (ours or a concurrent one) it exists, unless erased at this very
+        # moment (``erase_conversations``): then the insert fails and a retry starts afresh.
         last_seq = connection.scalar(locked)
     return int(last_seq or 0)
 

@@ -13,6 +13,8 @@ __all__ = [
     "Dropped",
     "InterruptedCall",
     "LayerTokens",
+    "RecallState",
+    "RecalledCard",
     "SummaryState",
     "ToolResultCut",
 ]
@@ -118,6 +120,42 @@ class InterruptedCall:
 
 
 @dataclass(frozen=True, slots=True)
+class RecalledCard:
+    """A card recalled into the context.
+
+    Attributes:
+        card_id: the card's id in the card store.
+        score: its fused search score (1.0 for a pin).
+        pinned: whether it is a pin (always sent, first).
+        type: the card's type (``turn``, ``fact``, ...).
+    """
+
+    card_id: int
+    score: float
+    pinned: bool
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecallState:
+    """What long-term memory recalled for a request.
+
+    Attributes:
+        query: the rewritten query searched, or ``None`` when nothing was searched (no user
+            message in the window, or ``k`` is 0).
+        method: how the query was rewritten (``rules``, ``llm``, ``original``), or ``None``.
+        cards: the cards recalled, pins first, then best first (the cap may still drop some:
+            see ``ContextReport.dropped``).
+        failed: recall failed (database or embedder) and the request went on without memories.
+    """
+
+    query: str | None
+    method: str | None
+    cards: tuple[RecalledCard, ...]
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ContextReport:
     """What went into one assembled context and what was left out.
 
@@ -131,6 +169,7 @@ class ContextReport:
             while they waited for results).
         archived: how many messages this request folded into the summary as a raw archive
             because the window outgrew the budget before a background summary arrived.
+        recall: what long-term memory recalled, or ``None`` when it is disabled.
     """
 
     budget: int
@@ -140,6 +179,7 @@ class ContextReport:
     summary: SummaryState | None
     interrupted_calls: tuple[InterruptedCall, ...] = ()
     archived: int = 0
+    recall: RecallState | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-compatible data (dicts, lists, numbers, strings)."""

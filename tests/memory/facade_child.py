@@ -19,7 +19,7 @@ import memory.writer
 from memory import Memory, Settings, validate_history
 from storage import Database, NewMessage, StoredMessage
 
-CLIENT_KEYS = ("id", "metadata")
+CLIENT_KEYS = ("id", "metadata", "timestamp")
 
 
 def question(writer: str, index: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from storage import NewMessage
 
 def test_public_names() -> None:
     assert sorted(storage.__all__) == [
+        "ArchiveMarks",
         "Card",
         "CardFilter",
         "CardMatch",
@@ -38,6 +39,7 @@ def test_public_names() -> None:
         "Validator",
         "content_hash",
         "default_data_dir",
+        "erase_conversations",
         "migrate",
     ]
     assert all(hasattr(storage, name) for name in storage.__all__)

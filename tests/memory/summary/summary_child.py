@@ -24,6 +24,9 @@ SETTINGS: dict[str, Any] = {
     "max_output": 200,
     "summary": {"model": "summariser-1", "backoff_seconds": 0.0, "debounce_seconds": 0.0},
     "llm_api_key": "test",
+    # These tests pin the summary's place in the prompt: recalled memories (the folded
+    # messages' turn cards) would sit between it and the window. Recall is tested on its own.
+    "cards": {"enabled": False},
 }
 
 

@@ -1,0 +1,349 @@
+"""``LongTermMemory``: a user's cards: archived turns, extracted cards, pins, search and recall.
+
+The facade owns one; it turns stored messages into cards (``archive``), answers ``search``,
+keeps pins within their budget, and recalls the memories of one request (``recall``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.cards import CardDraft as ExtractedDraft
+from memory.cards import SourceMessage, extract_by_rules, resolve_date, rewrite_query
+from memory.context.messages import Message
+from memory.context.parts import RetrievedMemory, memories_message
+from memory.context.report import RecalledCard, RecallState
+from memory.context.tokens import TokenCounter
+from memory.errors import CardNotFoundError, PinBudgetError
+from memory.settings import CardSettings
+from retrieval import (
+    CardDraft,
+    CardIndex,
+    Embedder,
+    HashingEmbedder,
+    ScoredCard,
+    SentenceTransformerEmbedder,
+    Utterance,
+    turn_card_text,
+    turn_window,
+)
+from storage import (
+    ArchiveMarks,
+    Card,
+    CardFilter,
+    CardStore,
+    CardType,
+    Database,
+    MessageStore,
+    StoredMessage,
+)
+
+__all__ = ["LongTermMemory", "Recall", "default_embedder"]
+
+#: Messages loaded either side of an archived range, so its first and last turns get their
+#: neighbours (tool messages between turns are skipped, hence more than one).
+_NEIGHBOUR_MARGIN = 4
+
+#: Roles whose text becomes turn cards (tool results and system messages are not turns).
+_TURN_ROLES = ("user", "assistant")
+
+
+def default_embedder(settings: CardSettings) -> Embedder:
+    """The embedder the settings name; MiniLM loads on its first ``embed``, never before."""
+    if settings.embedder == "hashing":
+        return HashingEmbedder()
+    return SentenceTransformerEmbedder()
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """What one request recalled: the memories for the prompt and their report."""
+
+    memories: tuple[RetrievedMemory, ...]
+    state: RecallState
+
+
+class LongTermMemory:
+    """The cards of every user, scoped by user in every method."""
+
+    def __init__(
+        self,
+        database: Database,
+        messages: MessageStore,
+        embedder: Embedder,
+        counter: TokenCounter,
+        settings: CardSettings,
+        *,
+        pin_budget: int,
+    ) -> None:
+        """Open the card store for ``embedder``'s model (a mismatch is a clear error now).
+
+        Raises:
+            storage.EmbeddingModelMismatchError: the database holds another model's vectors.
+        """
+        store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
+        self.index = CardIndex(store, embedder)
+        self._marks = ArchiveMarks(database)
+        self._messages = messages
+        self._counter = counter
+        self._settings = settings
+        #: The most tokens the user's pins may take in a request.
+        self.pin_budget = pin_budget
+
+    @property
+    def store(self) -> CardStore:
+        """The card store."""
+        return self.index.store
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def archive_through(self, user_id: str, session_id: str, through: int | None) -> int:
+        """Archive the session's messages after its archive mark, through seq ``through``.
+
+        ``None`` archives every message of the session (a session that ends). The mark moves
+        only after the cards are stored; a retry after a failure in between stores the same
+        cards again, which the store merges (same content, same card), so nothing is doubled.
+
+        Returns:
+            How many messages were archived.
+        """
+        mark = self._marks.get(user_id, session_id)
+        if through is not None and through <= mark:
+            return 0
+        _, archived = self.archive(user_id, session_id, mark, through)
+        if archived:
+            self._marks.advance(user_id, session_id, max(archived))
+        return len(archived)
+
+    def archive(
+        self, user_id: str, session_id: str, after_seq: int, upto_seq: int | None
+    ) -> tuple[list[Card], list[int]]:
+        """Store the turn cards and rule-extracted cards of messages ``after_seq < seq <= upto``.
+
+        Idempotent: a card the user already has merges its sources, so running it twice over
+        the same messages adds nothing.
+
+        Returns:
+            The stored cards (existing ones included), and the seqs of the messages read in the
+            range (tool and empty messages included: they are archived as nothing).
+        """
+        lower = max(0, after_seq - _NEIGHBOUR_MARGIN)
+        upper = None if upto_seq is None else upto_seq + _NEIGHBOUR_MARGIN
+        loaded = self._messages.between(user_id, session_id, lower, upper)
+        turns = [
+            (stored, message)
+            for stored in loaded
+            if stored.role in _TURN_ROLES
+            and (message := Message.from_openai(stored.payload)).text.strip()
+        ]
+
+        def archived(stored: StoredMessage) -> bool:
+            return after_seq < stored.seq and (upto_seq is None or stored.seq <= upto_seq)
+
+        drafts: list[CardDraft] = []
+        for position, (stored, message) in enumerate(turns):
+            if archived(stored):
+                window = [turns[i] for i in turn_window(len(turns), position)]
+                drafts.append(_turn_card(session_id, stored, message, window))
+        sources = [
+            SourceMessage(
+                role=message.role,
+                text=message.text,
+                time=stored.created_at,
+                index=stored.seq,
+                id=str(stored.id),
+            )
+            for stored, message in turns
+            if archived(stored)
+        ]
+        by_seq = {stored.seq: stored for stored, _ in turns}
+        drafts += [_stored_draft(session_id, draft, by_seq) for draft in extract_by_rules(sources)]
+        seqs = [stored.seq for stored in loaded if archived(stored)]
+        return self.index.add(user_id, drafts), seqs
+
+    def pin(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        session_id: str | None = None,
+        topic: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Card:
+        """Store ``text`` as a pinned fact card (or pin the same card already stored).
+
+        Raises:
+            PinBudgetError: the user's pins with this one would exceed ``pin_budget`` tokens.
+            ValueError: ``text`` is blank.
+        """
+        if not text.strip():
+            raise ValueError("a pin needs a text")
+        pinned = [_memory(card, 1.0) for card in self.pins(user_id)]
+        required = self._counter.count_message(
+            _must(memories_message([*pinned, RetrievedMemory(text=text.strip(), score=1.0)]))
+        )
+        if required > self.pin_budget:
+            raise PinBudgetError(required, self.pin_budget)
+        draft = CardDraft(
+            type="fact",
+            text=text.strip(),
+            session_id=session_id,
+            topic=topic,
+            tags=list(tags or ()),
+            pinned=True,
+        )
+        [card] = self.index.add(user_id, [draft])
+        return card if card.pinned else self.store.set_pinned(user_id, card.id, True)
+
+    def unpin(self, user_id: str, card_id: int) -> Card:
+        """Unpin one of the user's cards (kept as an ordinary card).
+
+        Raises:
+            CardNotFoundError: the user has no such card.
+        """
+        try:
+            return self.store.set_pinned(user_id, card_id, False)
+        except LookupError as error:
+            raise CardNotFoundError(f"user {user_id!r} has no card {card_id}") from error
+
+    def pins(self, user_id: str) -> list[Card]:
+        """The user's pinned cards, oldest first."""
+        return self.store.list_cards(user_id, CardFilter(pinned=True, include_superseded=True))
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        k: int,
+        types: Sequence[CardType] | None,
+        session_id: str | None,
+        topic: str | None,
+        tags: Sequence[str] | None,
+        since: datetime | None,
+        until: datetime | None,
+        min_score: float | None,
+        include_superseded: bool,
+    ) -> list[ScoredCard]:
+        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``)."""
+        return self.index.search(
+            user_id,
+            query,
+            k=k,
+            types=types,
+            session_id=session_id,
+            topic=topic,
+            tags=tags,
+            since=since,
+            until=until,
+            min_score=min_score,
+            include_superseded=include_superseded,
+        )
+
+    def recall(self, user_id: str, window: Sequence[tuple[StoredMessage, Message]]) -> Recall:
+        """The memories of one request: pins first, then the cards best matching its input.
+
+        The input is the newest user message of ``window``; the messages before it resolve its
+        references (``rewrite_query``, rules only). Cards all of whose sources are in the window
+        are left out: the model sees those messages already.
+        """
+        pins = self.pins(user_id)
+        memories = [_memory(card, 1.0) for card in pins]
+        recalled = [RecalledCard(card.id, 1.0, True, card.type) for card in pins]
+        last_user = next(
+            (i for i in range(len(window) - 1, -1, -1) if window[i][1].role == "user"), None
+        )
+        query: str | None = None
+        method: str | None = None
+        if last_user is not None and self._settings.k > 0:
+            text = window[last_user][1].text
+            rewrite = rewrite_query(text, [message for _, message in window[:last_user]])
+            query, method = rewrite.query, rewrite.method
+            in_window = {stored.id for stored, _ in window}
+            pinned = {card.id for card in pins}
+            hits = self.index.search(
+                user_id,
+                query,
+                k=self._settings.k + len(pins) + 2 * len(window),
+                min_score=self._settings.min_score,
+            )
+            fresh = [
+                hit
+                for hit in hits
+                if hit.card.id not in pinned
+                and not (
+                    hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
+                )
+            ][: self._settings.k]
+            memories += [_memory(hit.card, hit.score) for hit in fresh]
+            recalled += [
+                RecalledCard(hit.card.id, hit.score, False, hit.card.type) for hit in fresh
+            ]
+        return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+
+def _turn_card(
+    session_id: str,
+    stored: StoredMessage,
+    message: Message,
+    window: Sequence[tuple[StoredMessage, Message]],
+) -> CardDraft:
+    """The turn card of one message: it and its neighbours, dated, as measured best."""
+    utterances = [Utterance(speaker=_speaker(m), text=m.text.strip()) for _, m in window]
+    resolved = resolve_date(message.text, stored.created_at)
+    return CardDraft(
+        type="turn",
+        text=turn_card_text(utterances, day=stored.created_at.date()),
+        session_id=session_id,
+        tags=[message.role],
+        source_message_ids=[s.id for s, _ in window],
+        source_client_ids=[s.client_id for s, _ in window if s.client_id is not None],
+        observed_at=stored.created_at,
+        occurred_at=resolved.occurred_at if resolved else None,
+    )
+
+
+def _stored_draft(
+    session_id: str, draft: ExtractedDraft, by_seq: dict[int, StoredMessage]
+) -> CardDraft:
+    """An extracted card as the index stores it, its sources named by stored and client ids."""
+    sources = [by_seq[seq] for seq in draft.source_indices if seq in by_seq]
+    return CardDraft(
+        type=draft.type,
+        text=draft.text,
+        topic=draft.topic,
+        tags=list(draft.tags),
+        session_id=session_id,
+        source_message_ids=[s.id for s in sources],
+        source_client_ids=[s.client_id for s in sources if s.client_id is not None],
+        observed_at=draft.observed_at,
+        occurred_at=draft.occurred_at,
+    )
+
+
+def _speaker(message: Message) -> str:
+    """Who said it, as a turn card shows it: the message's ``name``, else its role."""
+    return message.name or message.role.capitalize()
+
+
+def _memory(card: Card, score: float) -> RetrievedMemory:
+    """A card as a memory of the prompt, with its date (turn cards carry theirs already).
+
+    A pin is shown as written: it holds whenever it was said, and its tokens are known when it
+    is pinned (the pin budget is checked then).
+    """
+    text = card.text
+    if card.type != "turn" and not card.pinned:
+        when = card.occurred_at or card.observed_at
+        text = f"[{when.day} {when.strftime('%B')} {when.year}] {text}"
+    return RetrievedMemory(text=text, score=score, pinned=card.pinned, id=str(card.id))
+
+
+def _must(message: Message | None) -> Message:
+    if message is None:
+        raise ValueError("no memories to render")  # never: called with at least one memory
+    return message
