@@ -5,12 +5,20 @@ by ``record`` of the assistant's reply, on the embedded Postgres. As in producti
 process (``stratamem worker``) consolidates the summary (offline, as raw archives) while the
 turns run, so each session is in its steady state; it shares the machine's two cores.
 
-Run from the repository root: ``python -m benchmarks.prepare`` (or ``scripts/bench`` for all).
+Side by side, on the same embedded Postgres and the same history, what a LangChain user writes:
+langchain-postgres ``PostgresChatMessageHistory`` (its own table) holds the messages, and each
+turn is ``get_messages()`` + ``trim_messages(strategy="last", include_system=True,
+start_on="human")`` to the same budget with the same tiktoken counter, then the turn's messages
+are added. The ratio printed is LangChain's p50 over stratamem's (above 1: stratamem is faster).
+
+Run from the repository root: ``python -m benchmarks.prepare`` (or ``scripts/bench`` for all);
+needs the ``bench`` extra (``source scripts/venv.sh dev,bench``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -18,9 +26,23 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import psycopg
+from langchain_core.messages import (
+    BaseMessage,
+    SystemMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+    trim_messages,
+)
+from langchain_postgres import PostgresChatMessageHistory
 
 from memory import Memory
+from memory.context.messages import Message
+from memory.context.tokens import TiktokenCounter
 
 SIZES = (100, 1_000, 10_000)
 
@@ -78,9 +100,70 @@ def measure(mem: Memory, size: int, turns: int) -> list[float]:
     for turn in range(turns):
         user, *rest = turn_messages(10_000 + turn)
         start = time.perf_counter()
-        mem.prepare(user_id=user_id, session_id=session_id, input=str(user["content"]))
+        mem.prepare(
+            user_id=user_id, session_id=session_id, input=str(user["content"]), system=SYSTEM
+        )
         timings.append((time.perf_counter() - start) * 1000)
         mem.record(user_id=user_id, session_id=session_id, messages=rest)
+    return timings
+
+
+SYSTEM = "You are a helpful assistant for the checkout team."
+
+
+def scripted_history(size: int) -> list[dict[str, object]]:
+    """The same ``size`` messages ``build_session`` stores, as one list."""
+    history: list[dict[str, object]] = []
+    turn = 0
+    while len(history) < size:
+        messages = turn_messages(turn)[: size - len(history)]
+        if messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
+            messages = messages[:-1]
+        history += messages
+        turn += 1
+    return history
+
+
+def to_langchain(messages: list[dict[str, object]]) -> list[BaseMessage]:
+    """OpenAI-style dicts as LangChain messages (a tool-calling turn's ``None`` content as "")."""
+    return convert_to_messages([{**m, "content": m["content"] or ""} for m in messages])
+
+
+def langchain_counter(counter: TiktokenCounter) -> Callable[[BaseMessage], int]:
+    """A per-message ``token_counter`` for ``trim_messages``: the counter stratamem uses."""
+
+    def count(message: BaseMessage) -> int:
+        (openai,) = convert_to_openai_messages([message])
+        return counter.count_message(Message.model_validate(openai))
+
+    # trim_messages takes a counter as per-message when its parameter is annotated
+    # BaseMessage (the class, not the string that postponed annotations leave).
+    count.__annotations__["message"] = BaseMessage
+    return count
+
+
+def measure_langchain(
+    conn: psycopg.Connection[Any], counter: TiktokenCounter, size: int, turns: int, budget: int
+) -> list[float]:
+    """Milliseconds of the LangChain turn (load, trim, store the input) for ``turns`` turns."""
+    history = PostgresChatMessageHistory("lc_history", str(uuid.uuid4()), sync_connection=conn)
+    history.add_messages(to_langchain(scripted_history(size)))
+    token_counter = langchain_counter(counter)
+    timings: list[float] = []
+    for turn in range(turns):
+        user, *rest = to_langchain(turn_messages(10_000 + turn))
+        start = time.perf_counter()
+        history.add_messages([user])
+        trim_messages(
+            [SystemMessage(SYSTEM), *history.get_messages()],
+            max_tokens=budget,
+            strategy="last",
+            token_counter=token_counter,
+            include_system=True,
+            start_on="human",
+        )
+        timings.append((time.perf_counter() - start) * 1000)
+        history.add_messages(rest)
     return timings
 
 
@@ -88,6 +171,16 @@ def percentile(values: list[float], share: float) -> float:
     """The value below which ``share`` of ``values`` lie."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def env_value(value: object) -> str:
+    """A setting as an environment variable: nested settings as JSON (pydantic-settings)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy ``postgresql+psycopg://`` URL as the plain URL psycopg connects with."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
 def main() -> None:
@@ -109,19 +202,31 @@ def main() -> None:
             env={
                 **os.environ,
                 "STRATAMEM_DATABASE_URL": mem.database_url,
-                **{f"STRATAMEM_{name.upper()}": value for name, value in settings.items()},
+                **{
+                    f"STRATAMEM_{name.upper()}": env_value(value)
+                    for name, value in settings.items()
+                },
             },
         )
-        with mem:
+        with mem, psycopg.connect(libpq_url(mem.database_url)) as conn:
+            PostgresChatMessageHistory.create_tables(conn, "lc_history")
+            counter = TiktokenCounter(str(settings["model"]))
+            budget = args.context_window - int(str(settings["max_output"]))
             measure(mem, 100, 20)  # warm up: tokenizer, connections, caches
-            p50s: dict[int, float] = {}
+            measure_langchain(conn, counter, 100, 20, budget)
             print(f"prepare latency, {args.turns} turns each, window {args.context_window}")
-            print(f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8}")
+            print(
+                f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8}"
+                f" {'LC p50':>8} {'LC p95':>8} {'LC/ours':>8}"
+            )
             for size in SIZES:
-                timings = measure(mem, size, args.turns)
-                p50s[size] = statistics.median(timings)
-                print(f"{size:>9} {p50s[size]:>8.2f} {percentile(timings, 0.95):>8.2f}")
-            print(f"p50 ratio 10,000/100: {p50s[10_000] / p50s[100]:.2f}")
+                ours = measure(mem, size, args.turns)
+                theirs = measure_langchain(conn, counter, size, args.turns, budget)
+                p50, lc_p50 = statistics.median(ours), statistics.median(theirs)
+                print(
+                    f"{size:>9} {p50:>8.2f} {percentile(ours, 0.95):>8.2f}"
+                    f" {lc_p50:>8.2f} {percentile(theirs, 0.95):>8.2f} {lc_p50 / p50:>8.2f}"
+                )
         worker.terminate()
         worker.wait()
 

@@ -284,14 +284,8 @@ class Memory:
         Never past the summary boundary, and only a little more than the budget: the cost of a
         request does not grow with the length of the history.
         """
-        summary = self._parts.summaries.get(user_id, session_id)
-        window = self._parts.recent.load(
-            user_id,
-            session_id,
-            after_seq=summary.boundary_seq if summary else 0,
-            budget=self.budget.history,
-        )
-        return summary, window
+        # The summary and the new rows come back from one connection checkout.
+        return self._parts.recent.load_with_summary(user_id, session_id, budget=self.budget.history)
 
     def _schedule_folding(
         self,

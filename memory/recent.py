@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memory.context.messages import Message
 from memory.context.units import Unit, fit_newest, make_unit, turn_start, unit_spans
-from storage import MessageStore, StoredMessage
+from storage import MessageStore, StoredMessage, SummaryRecord
 
 __all__ = ["RecentMessages", "RecentWindow"]
 
@@ -77,16 +78,47 @@ class RecentMessages:
         and starts at a unit start (never on a tool result). The cost follows the number of
         new messages, not the length of the session.
         """
-        key = (user_id, session_id)
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None and cached.budget < budget:
-            cached = None  # it may have dropped messages that a larger budget needs
+        cached = self._cached(user_id, session_id, budget)
         start = after_seq if cached is None else max(after_seq, cached.last_seq)
+        records = self._store.walk_back(user_id, session_id, after_seq=start, batch=_BATCH)
+        return self._build((user_id, session_id), cached, after_seq, start, records, budget)
+
+    def load_with_summary(
+        self, user_id: str, session_id: str, *, budget: int
+    ) -> tuple[SummaryRecord | None, RecentWindow]:
+        """The session's summary and ``load`` after its boundary, read on one connection."""
+        cached = self._cached(user_id, session_id, budget)
+        floor = 0 if cached is None else cached.last_seq
+        summary, records = self._store.walk_back_after_summary(
+            user_id, session_id, floor=floor, batch=_BATCH
+        )
+        after_seq = summary.boundary_seq if summary else 0
+        start = max(after_seq, floor)
+        key = (user_id, session_id)
+        return summary, self._build(key, cached, after_seq, start, records, budget)
+
+    def _cached(self, user_id: str, session_id: str, budget: int) -> RecentWindow | None:
+        """The session's cached window, unless it was cut to a smaller budget than ``budget``."""
+        with self._lock:
+            cached = self._cache.get((user_id, session_id))
+        if cached is not None and cached.budget < budget:
+            return None  # it may have dropped messages that a larger budget needs
+        return cached
+
+    def _build(
+        self,
+        key: tuple[str, str],
+        cached: RecentWindow | None,
+        after_seq: int,
+        start: int,
+        records: Iterator[StoredMessage],
+        budget: int,
+    ) -> RecentWindow:
+        """The window from the cached one and the ``records`` walked back after ``start``."""
         stored: list[StoredMessage] = []
         messages: list[Message] = []
         tokens, seen_user = 0, False
-        for record in self._store.walk_back(user_id, session_id, after_seq=start, batch=128):
+        for record in records:
             stored.append(record)
             messages.append(Message.from_openai(record.payload))
             tokens += record.tokens
@@ -144,6 +176,9 @@ class RecentMessages:
                 forgotten, _ = self._cache.popitem(last=False)
                 self._cached_bytes -= sum(self._sizes.pop(forgotten).values())
 
+
+#: Messages each query of a walk back reads: a window of a few thousand tokens in one read.
+_BATCH = 128
 
 #: What a cached message costs beyond its payload: the record, the parsed message, the tuples.
 MESSAGE_OVERHEAD_BYTES = 1_000

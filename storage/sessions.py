@@ -24,7 +24,8 @@ from storage.engine import Database
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
 from storage.models import MessageRow, SessionRow
-from storage.records import NewMessage, StoredMessage
+from storage.records import NewMessage, StoredMessage, SummaryRecord
+from storage.summaries import read_summary
 
 __all__ = ["MessageStore", "Validator"]
 
@@ -164,16 +165,33 @@ class MessageStore:
         if batch < 1:
             raise InvalidInputError("batch must be at least 1")
         with self._database.reading() as connection:
-            last = _last_seq(connection, user_id, session_id)
-            first = _between(
-                connection,
-                user_id,
-                session_id,
-                max(after_seq, last - batch),
-                last,
-                newest_first=True,
-            )
-        return self._walk(first, user_id, session_id, last - batch, after_seq, batch)
+            # One statement for the newest batch (no separate read of the last seq): a request
+            # that needs only the newest messages makes a single round trip.
+            first = _newest(connection, user_id, session_id, after_seq, batch)
+        upto = first[-1].seq - 1 if len(first) == batch else after_seq
+        return self._walk(first, user_id, session_id, upto, after_seq, batch)
+
+    def walk_back_after_summary(
+        self, user_id: str, session_id: str, *, floor: int = 0, batch: int = 64
+    ) -> tuple[SummaryRecord | None, Iterator[StoredMessage]]:
+        """The session's summary, and its messages after the summary boundary, newest first.
+
+        Like ``walk_back`` with ``after_seq`` the larger of the summary boundary and ``floor``,
+        but the summary and the first batch are read on one connection: a request costs one
+        connection checkout, not two.
+
+        Raises:
+            InvalidInputError: An id is not usable, or ``batch`` is below 1.
+        """
+        _check_session(user_id, session_id)
+        if batch < 1:
+            raise InvalidInputError("batch must be at least 1")
+        with self._database.reading() as connection:
+            summary = read_summary(connection, user_id, session_id)
+            after_seq = max(floor, summary.boundary_seq if summary else 0)
+            first = _newest(connection, user_id, session_id, after_seq, batch)
+        upto = first[-1].seq - 1 if len(first) == batch else after_seq
+        return summary, self._walk(first, user_id, session_id, upto, after_seq, batch)
 
     def _walk(
         self,
@@ -363,6 +381,23 @@ def _last_seq(connection: Connection, user_id: str, session_id: str) -> int:
         )
     )
     return int(last or 0)
+
+
+def _newest(
+    connection: Connection, user_id: str, session_id: str, after_seq: int, limit: int
+) -> list[StoredMessage]:
+    """The session's newest ``limit`` messages with ``seq > after_seq``, newest first."""
+    rows = connection.execute(
+        select(MESSAGES)
+        .where(
+            MESSAGES.c.user_id == user_id,
+            MESSAGES.c.session_id == session_id,
+            MESSAGES.c.seq > after_seq,
+        )
+        .order_by(MESSAGES.c.seq.desc())
+        .limit(limit)
+    )
+    return [_record(row) for row in rows]
 
 
 def _between(

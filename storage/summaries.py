@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from sqlalchemy import Row, func, select, update
+from sqlalchemy import Connection, Row, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -12,7 +12,7 @@ from storage.inputs import check_id, check_text
 from storage.models import SessionRow, SummaryRow
 from storage.records import SummaryKind, SummaryRecord
 
-__all__ = ["SummaryStore"]
+__all__ = ["SummaryStore", "read_summary"]
 
 
 class SummaryStore:
@@ -37,13 +37,8 @@ class SummaryStore:
             InvalidInputError: An id is not usable.
         """
         _check_session(user_id, session_id)
-        summaries = SummaryRow.__table__
-        query = select(summaries).where(
-            summaries.c.user_id == user_id, summaries.c.session_id == session_id
-        )
         with self._database.reading() as connection:
-            row = connection.execute(query).one_or_none()
-        return None if row is None else _record(row)
+            return read_summary(connection, user_id, session_id)
 
     def save(
         self,
@@ -135,6 +130,16 @@ def _exists(session: Session, user_id: str, session_id: str) -> bool:
         )
     )
     return found is not None
+
+
+def read_summary(connection: Connection, user_id: str, session_id: str) -> SummaryRecord | None:
+    """The session's summary read on ``connection`` (ids already checked), or None."""
+    summaries = SummaryRow.__table__
+    query = select(summaries).where(
+        summaries.c.user_id == user_id, summaries.c.session_id == session_id
+    )
+    row = connection.execute(query).one_or_none()
+    return None if row is None else _record(row)
 
 
 def _record(row: SummaryRow | Row[Any]) -> SummaryRecord:

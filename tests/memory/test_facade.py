@@ -29,7 +29,7 @@ from memory import (
     count_tokens,
     validate_history,
 )
-from storage import Database, MessageStore, StoredMessage
+from storage import Database, MessageStore, StoredMessage, SummaryRecord
 
 #: A window small enough that a few dozen messages overflow it.
 SMALL_WINDOW = {"context_window": 1_500, "max_output": 300}
@@ -343,7 +343,27 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
             consumed.append(message.seq)
             yield message
 
+    walk_back_after_summary = MessageStore.walk_back_after_summary
+
+    def spy_after_summary(
+        store: MessageStore, user_id: str, session_id: str, *, floor: int = 0, batch: int = 64
+    ) -> tuple[SummaryRecord | None, Iterator[StoredMessage]]:
+        # The window's walk, with the summary read on its connection: after the boundary.
+        summary, records = walk_back_after_summary(
+            store, user_id, session_id, floor=floor, batch=batch
+        )
+        consumed: list[int] = []
+        seen.append((max(floor, summary.boundary_seq if summary else 0), consumed))
+
+        def spied() -> Iterator[StoredMessage]:
+            for message in records:
+                consumed.append(message.seq)
+                yield message
+
+        return summary, spied()
+
     monkeypatch.setattr(MessageStore, "walk_back", spy)
+    monkeypatch.setattr(MessageStore, "walk_back_after_summary", spy_after_summary)
     return seen
 
 

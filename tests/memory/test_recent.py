@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from memory.recent import RecentMessages
-from storage import MessageStore, NewMessage, StoredMessage
+from storage import MessageStore, NewMessage, StoredMessage, SummaryStore
 
 
 def new(payload: dict[str, Any], tokens: int) -> NewMessage:
@@ -154,3 +155,38 @@ def test_empty_windows_are_not_cached(store: CountingStore, user_id: str) -> Non
 
     assert recent.cached_sessions == 0
     assert recent.cached_bytes == 0
+
+
+def test_the_summary_and_the_new_rows_come_from_one_checkout_and_equal_separate_reads(
+    database: Any, store: CountingStore, user_id: str, session_id: str
+) -> None:
+    rng = random.Random(5)
+    for index in range(30):
+        store.append(user_id, session_id, turn(rng, index))
+    starts = [m.seq for m in store.history(user_id, session_id) if m.role == "user"]
+    summaries = SummaryStore(database)
+    summaries.save(
+        user_id, session_id, content="s", kind="raw", boundary_seq=starts[10] - 1,
+        covered=starts[10] - 1, expected_version=0,
+    )  # fmt: skip
+    recent = RecentMessages(store)
+    recent.load_with_summary(user_id, session_id, budget=300)  # warm: the cached window
+    store.append(user_id, session_id, turn(rng, 30))
+    checkouts: list[object] = []
+
+    def checkout(*args: object) -> None:
+        checkouts.append(args)
+
+    event.listen(database.engine.pool, "checkout", checkout)
+    try:
+        summary, window = recent.load_with_summary(user_id, session_id, budget=300)
+    finally:
+        event.remove(database.engine.pool, "checkout", checkout)
+    expected = summaries.get(user_id, session_id)
+
+    assert len(checkouts) == 1
+    assert summary == expected
+    assert expected is not None
+    assert window == RecentMessages(store).load(
+        user_id, session_id, after_seq=expected.boundary_seq, budget=300
+    )
