@@ -12,11 +12,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, replace
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import openai
 
+from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import ConfigurationError, LLMError
+
+if TYPE_CHECKING:
+    from memory.settings import SummarySettings
 
 __all__ = [
     "ChainResult",
@@ -320,6 +324,36 @@ class LLMChain:
         self._sleep = sleep
         self._clock = clock
         self._on_event = on_event
+
+    @classmethod
+    def for_settings(
+        cls,
+        chat_model: ChatModel,
+        settings: SummarySettings,
+        *,
+        temperature: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        on_event: Callable[[LLMEvent], None] | None = None,
+    ) -> LLMChain:
+        """The chain a settings group describes (models, retries, timeout, backoff).
+
+        ``temperature`` overrides the group's (extraction reads; it does not write prose).
+        """
+        return cls(
+            chat_model,
+            model=settings.model or DEFAULT_MODEL,
+            fallback_model=settings.fallback_model,
+            retries=settings.retries,
+            fallback_retries=settings.fallback_retries,
+            timeout=settings.timeout,
+            temperature=settings.temperature if temperature is None else temperature,
+            backoff_seconds=settings.backoff_seconds,
+            max_backoff_seconds=settings.max_backoff_seconds,
+            sleep=sleep,
+            clock=clock,
+            on_event=on_event,
+        )
 
     def run(
         self,

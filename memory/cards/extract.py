@@ -24,7 +24,6 @@ from memory.cards.model import CardDraft, DatePrecision, SourceMessage, normaliz
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS, render_numbered
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import task_attribute
-from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import LLMError
 from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
 from memory.settings import SummarySettings
@@ -151,17 +150,11 @@ class CardExtractor:
             if self._on_event is not None:
                 self._on_event(ExtractionEvent(**asdict(event), messages=size))
 
-        chain = LLMChain(
+        # Extraction reads, it does not write prose: no sampling.
+        chain = LLMChain.for_settings(
             self.chat_model,
-            model=settings.model or DEFAULT_MODEL,
-            fallback_model=settings.fallback_model,
-            retries=settings.retries,
-            fallback_retries=settings.fallback_retries,
-            timeout=settings.timeout,
-            # Extraction reads, it does not write prose: no sampling.
+            settings,
             temperature=0.0,
-            backoff_seconds=settings.backoff_seconds,
-            max_backoff_seconds=settings.max_backoff_seconds,
             sleep=self._sleep,
             clock=self._clock,
             on_event=on_event,

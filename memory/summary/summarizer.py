@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from memory.context.cut import cut_to_tokens
 from memory.context.messages import Message
-from memory.context.tokens import DEFAULT_MODEL, TokenCounter
+from memory.context.tokens import TokenCounter
 from memory.errors import LLMError
 from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
 from memory.settings import SummarySettings
@@ -141,19 +141,8 @@ class Summarizer:
             if self._on_event is not None:
                 self._on_event(SummaryEvent(**asdict(event), covered=covered))
 
-        chain = LLMChain(
-            self.chat_model,
-            model=settings.model or DEFAULT_MODEL,
-            fallback_model=settings.fallback_model,
-            retries=settings.retries,
-            fallback_retries=settings.fallback_retries,
-            timeout=settings.timeout,
-            temperature=settings.temperature,
-            backoff_seconds=settings.backoff_seconds,
-            max_backoff_seconds=settings.max_backoff_seconds,
-            sleep=self._sleep,
-            clock=self._clock,
-            on_event=on_event,
+        chain = LLMChain.for_settings(
+            self.chat_model, settings, sleep=self._sleep, clock=self._clock, on_event=on_event
         )
         # Only an LLM summary is held to keeping its facts: an archive holds whole messages.
         kept = previous.text if previous is not None and previous.kind == "llm" else None
