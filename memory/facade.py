@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
@@ -512,6 +513,18 @@ class Memory:
     def history(self, *, user_id: str, session_id: str) -> list[StoredMessage]:
         """Every stored message of the session, in order (summarising never deletes any)."""
         return self._parts.messages.history(user_id, session_id)
+
+    def recent_history(self, *, user_id: str, session_id: str, limit: int) -> list[StoredMessage]:
+        """The session's ``limit`` newest stored messages, in order (one short query)."""
+        if limit < 1:
+            return []
+        newest = list(
+            itertools.islice(
+                self._parts.messages.walk_back(user_id, session_id, batch=limit), limit
+            )
+        )
+        newest.reverse()
+        return newest
 
     def summary(self, *, user_id: str, session_id: str) -> SummaryRecord | None:
         """The session's stored rolling summary, if any."""

@@ -12,6 +12,7 @@ from memory.cli.base import EXIT_PROBLEM, CommandError, Handler
 from memory.cli.demo import register_demo
 from memory.cli.eval import register_eval
 from memory.cli.inspect import register_inspect
+from memory.cli.serve import register_serve
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
 from storage import StorageError
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Every subcommand is registered here, and only here.
-    for register in (register_inspect, register_demo, register_worker, register_eval):
+    for register in (
+        register_inspect,
+        register_demo,
+        register_worker,
+        register_eval,
+        register_serve,
+    ):
         register(subcommands)
     return parser

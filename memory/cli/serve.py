@@ -1,0 +1,109 @@
+"""``stratamem serve``: run the memory proxy in front of an OpenAI-compatible upstream."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+
+import uvicorn
+from rich.console import Console
+
+from memory.cli.base import CommandError, Subcommands
+from memory.facade import Memory
+from memory.proxy import USER_HEADER, ProxyConfig, create_app
+from storage import DatabaseUnavailableError
+
+__all__ = ["DEFAULT_PORT", "OPENAI_URL", "TOKEN_VARIABLE", "register_serve"]
+
+#: Where the proxy listens by default (on 127.0.0.1).
+DEFAULT_PORT = 8765
+#: The upstream when neither ``--upstream`` nor ``OPENAI_BASE_URL`` names one.
+OPENAI_URL = "https://api.openai.com/v1"
+#: The environment variable that holds the proxy's own bearer token (safer than ``--token``,
+#: which other local users can read in the process list).
+TOKEN_VARIABLE = "STRATAMEM_PROXY_TOKEN"
+#: Exit code when the database cannot be reached at start.
+EXIT_UNAVAILABLE = 3
+
+
+def register_serve(subcommands: Subcommands) -> None:
+    """Add ``stratamem serve``: the OpenAI-compatible memory proxy."""
+    serve = subcommands.add_parser(
+        "serve",
+        help="run the OpenAI-compatible memory proxy (settings from STRATAMEM_* variables)",
+        description="Serve POST /v1/chat/completions, GET /v1/models and GET /healthz in front "
+        "of an OpenAI-compatible upstream. A request names its user with the "
+        f"{USER_HEADER} header or the body's 'user' field (else it passes through "
+        "untouched) and its session with X-Stratamem-Session (default: 'default'). The "
+        "upstream's key is OPENAI_API_KEY (or STRATAMEM_LLM_API_KEY).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port ({DEFAULT_PORT}; 0 picks a free one)"
+    )
+    serve.add_argument(
+        "--upstream",
+        help="the upstream's base URL, ending with /v1 (default: OPENAI_BASE_URL, else OpenAI)",
+    )
+    serve.add_argument(
+        "--token",
+        help=f"require 'Authorization: Bearer TOKEN' from clients (default: ${TOKEN_VARIABLE})",
+    )
+    serve.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for the upstream (600)"
+    )
+    serve.add_argument(
+        "--worker",
+        action="store_true",
+        help="also run a background worker thread (else run `stratamem worker` beside it)",
+    )
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace, out: Console) -> int:
+    _log_to_stderr()
+    try:
+        listener = socket.create_server((args.host, args.port))
+    except OSError as error:
+        raise CommandError(f"cannot listen on {args.host}:{args.port}: {error}") from error
+    try:
+        with Memory.open() as mem:
+            config = ProxyConfig(
+                upstream=args.upstream or mem.settings.llm_base_url or OPENAI_URL,
+                api_key=mem.settings.llm_api_key,
+                token=args.token or os.environ.get(TOKEN_VARIABLE) or None,
+                timeout=args.timeout,
+            )
+            if args.worker:
+                mem.run_worker()
+            host, port = listener.getsockname()[:2]
+            out.print(
+                f"stratamem proxy on http://{host}:{port}/v1 -> {config.upstream}"
+                + (" (token required)" if config.token else ""),
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.stdout.flush()
+            server = uvicorn.Server(
+                uvicorn.Config(create_app(mem, config), log_level="info", lifespan="on")
+            )
+            # The socket is bound already: a free port (--port 0) is known before serving.
+            server.run(sockets=[listener])
+    except DatabaseUnavailableError as error:
+        raise CommandError(f"cannot reach the database: {error}", EXIT_UNAVAILABLE) from error
+    finally:
+        listener.close()
+    return 0
+
+
+def _log_to_stderr() -> None:
+    """Show the proxy's warnings (memory degraded, upstream unreachable) on stderr."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)

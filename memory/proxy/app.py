@@ -1,0 +1,278 @@
+"""The memory proxy: an OpenAI-compatible server that puts stratamem in front of an upstream.
+
+``POST /v1/chat/completions`` with a user (the ``X-Stratamem-User`` header or the body's
+``user``) stores the request's new messages, sends the assembled context instead of the
+client's history, stores the reply and returns the upstream's answer unchanged, streamed or
+not. ``GET /v1/models`` is forwarded; ``GET /healthz`` answers without touching anything.
+
+``Memory`` is synchronous: its calls run in the thread pool, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from memory.facade import Memory
+from memory.hook import DEFAULT_SESSION, context_for, record_reply
+from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, USER_HEADER, ProxyConfig
+from memory.proxy.stream import DONE, EventSplitter, ReplyAssembler, event_data
+from memory.proxy.upstream import Upstream, UpstreamFailed, response_headers
+
+__all__ = ["MemoryProxy", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+Recorder = Callable[[dict[str, Any]], Awaitable[bool]]
+
+
+def create_app(
+    memory: Memory,
+    config: ProxyConfig,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Starlette:
+    """The ASGI application of a proxy over ``memory`` (which the caller opens and closes).
+
+    Args:
+        memory: where messages are stored and contexts assembled.
+        config: the upstream, its key, the proxy's own token.
+        transport: an ``httpx`` transport for the upstream instead of the network (tests).
+    """
+    return MemoryProxy(memory, config, transport=transport).app
+
+
+class MemoryProxy:
+    """The proxy's state and handlers; ``app`` is the ASGI application.
+
+    Attributes:
+        memory_failures: requests answered without memory (or whose reply was not recorded)
+            because storing or assembling failed; each is logged as a warning.
+    """
+
+    def __init__(
+        self,
+        memory: Memory,
+        config: ProxyConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.memory = memory
+        self.config = config
+        self.memory_failures = 0
+        self._upstream = Upstream(config, transport=transport)
+        self.app = Starlette(
+            routes=[
+                Route("/healthz", self.healthz, methods=["GET"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self._upstream.start()
+        try:
+            yield
+        finally:
+            await self._upstream.close()
+
+    async def healthz(self, request: Request) -> Response:
+        """Liveness: the process answers (the database and upstream are not asked)."""
+        return JSONResponse({"status": "ok", "memory_failures": self.memory_failures})
+
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``, forwarded as is."""
+        if (denied := self._deny(request)) is not None:
+            return denied
+        try:
+            answer = await self._upstream.send("GET", "/models", request.headers, stream=False)
+        except UpstreamFailed as failed:
+            return failed.response
+        return Response(answer.content, answer.status_code, headers=response_headers(answer, {}))
+
+    async def chat_completions(self, request: Request) -> Response:
+        """``POST /v1/chat/completions`` with memory when the request names a user."""
+        if (denied := self._deny(request)) is not None:
+            return denied
+        raw = await request.body()
+        body = _json_object(raw)
+        streamed = body is not None and body.get("stream") is True
+        user = _user(request, body)
+        if body is None or user is None or not isinstance(body.get("messages"), list):
+            return await self._forward(request, raw, streamed, None, {})  # untouched
+        session = request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
+        sent = await self._context(body["messages"], user, session)
+        content = raw if sent is None else json.dumps({**body, "messages": sent}).encode()
+        state = {MEMORY_HEADER: "ok" if sent is not None else "degraded"}
+
+        async def record(reply: dict[str, Any]) -> bool:
+            return await self._record(reply, user, session)
+
+        return await self._forward(request, content, streamed, record, state)
+
+    def _deny(self, request: Request) -> Response | None:
+        """A 401 unless the proxy has no token or the request bears it."""
+        token = self.config.token
+        if token is None:
+            return None
+        given = request.headers.get("authorization", "")
+        expected = f"Bearer {token}"
+        if hmac.compare_digest(given.encode(), expected.encode()):
+            return None
+        error = {
+            "message": "stratamem proxy: missing or wrong bearer token",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+        return JSONResponse({"error": error}, status_code=401)
+
+    async def _context(
+        self, messages: list[Any], user: str, session: str
+    ) -> list[dict[str, Any]] | None:
+        """The assembled context to send, or ``None`` when memory failed (then logged).
+
+        A documented degradation point: whatever fails while storing the new messages or
+        assembling (database down, a history the session cannot take) is logged and counted,
+        and the client's own messages go to the upstream: memory never blocks a request.
+        """
+        try:
+            context = await run_in_threadpool(
+                context_for,
+                self.memory,
+                messages,
+                user_id=user,
+                session_id=session,
+                lookback=self.config.lookback,
+            )
+        except Exception as error:  # noqa: BLE001 - a degradation point: see the docstring
+            self._failed("assembling the context", user, session, error)
+            return None
+        return context.messages
+
+    async def _record(self, reply: dict[str, Any], user: str, session: str) -> bool:
+        """Store the model's reply; ``False`` when that failed (logged and counted)."""
+        try:
+            await run_in_threadpool(
+                record_reply, self.memory, reply, user_id=user, session_id=session
+            )
+        except Exception as error:  # noqa: BLE001 - a degradation point, as in _context
+            self._failed("recording the reply", user, session, error)
+            return False
+        return True
+
+    def _failed(self, doing: str, user: str, session: str, error: Exception) -> None:
+        self.memory_failures += 1
+        # Errors of stratamem and storage never quote message content; a traceback might (a
+        # chained pydantic error shows its input), so it goes to debug level only.
+        logger.warning(
+            "memory degraded while %s for user %r, session %r: %s: %s",
+            doing,
+            user,
+            session,
+            type(error).__name__,
+            error,
+        )
+        logger.debug("memory failure", exc_info=error)
+
+    async def _forward(
+        self,
+        request: Request,
+        content: bytes,
+        streamed: bool,
+        record: Recorder | None,
+        state: dict[str, str],
+    ) -> Response:
+        """Send to the upstream and answer with its response, recording the reply if asked."""
+        try:
+            answer = await self._upstream.send(
+                "POST", "/chat/completions", request.headers, content, stream=streamed
+            )
+        except UpstreamFailed as failed:
+            failed.response.headers.update(state)
+            return failed.response
+        if streamed and answer.status_code < 400:
+            events = _pass_through(answer, record)
+            headers = response_headers(answer, state)
+            return StreamingResponse(events, answer.status_code, headers=headers)
+        if streamed:
+            await answer.aread()
+            await answer.aclose()
+        if record is not None and answer.status_code == 200:
+            reply = _first_message(answer.content)
+            if reply is not None and not await record(reply):
+                state = {MEMORY_HEADER: "degraded"}
+        return Response(answer.content, answer.status_code, headers=response_headers(answer, state))
+
+
+async def _pass_through(answer: httpx.Response, record: Recorder | None) -> AsyncIterator[bytes]:
+    """The upstream's events as they complete; the reply is recorded before ``[DONE]`` is sent.
+
+    Holding back only the final event means a client that sends its next request as soon as
+    the stream ends always finds this reply stored. A stream cut short (no ``finish_reason``)
+    is not recorded: the client does not hold that reply either.
+    """
+    splitter, assembler = EventSplitter(), ReplyAssembler()
+    held: list[bytes] = []
+    try:
+        async for data in answer.aiter_bytes():
+            for event in splitter.feed(data):
+                payload = event_data(event)
+                if payload == DONE or held:
+                    held.append(event)
+                    continue
+                if payload is not None:
+                    assembler.add(payload)
+                yield event
+        held.append(splitter.rest())
+        reply = assembler.message() if assembler.finished else None
+        if record is not None and reply is not None:
+            await record(reply)
+        for event in held:
+            if event:
+                yield event
+    except httpx.HTTPError as error:
+        logger.warning("stratamem proxy: the upstream's stream broke: %r", error)
+        raise
+    finally:
+        await answer.aclose()
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    """The request body as a JSON object, or ``None`` (then it is forwarded untouched)."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _user(request: Request, body: dict[str, Any] | None) -> str | None:
+    """Who the request is for: the header, else the body's ``user``; ``None`` for nobody."""
+    header = request.headers.get(USER_HEADER)
+    if header:
+        return header
+    user = body.get("user") if body is not None else None
+    return user if isinstance(user, str) and user else None
+
+
+def _first_message(content: bytes) -> dict[str, Any] | None:
+    """The first choice's message of a chat completion, or ``None`` when there is none."""
+    try:
+        completion = json.loads(content)
+        message = completion["choices"][0]["message"]
+    except (ValueError, LookupError, TypeError):
+        return None
+    return message if isinstance(message, dict) else None
