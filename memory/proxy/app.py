@@ -121,7 +121,11 @@ class MemoryProxy:
         async def record(reply: dict[str, Any]) -> bool:
             return await self._record(reply, user, session)
 
-        return await self._forward(request, content, streamed, record, state)
+        # Without its input stored, the reply is not recorded either: the client's next
+        # request resends both, in their order.
+        return await self._forward(
+            request, content, streamed, record if sent is not None else None, state
+        )
 
     def _deny(self, request: Request) -> Response | None:
         """A 401 unless the proxy has no token or the request bears it."""

@@ -14,9 +14,6 @@ from memory.proxy import ProxyConfig, create_app
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database
 
-MakeProxy = Callable[..., str]
-MakeClient = Callable[..., openai.OpenAI]
-
 
 @pytest.fixture(scope="module")
 def proxy_database(database_url: str) -> Iterator[Database]:

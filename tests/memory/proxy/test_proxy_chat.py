@@ -11,20 +11,12 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import MakeClient, MakeProxy
+from proxy_harness import MakeClient, MakeProxy, stored, who
 from upstream_fake import Calls, Fail, FakeUpstream, Text
 
 from memory import Memory
 
 SYSTEM = {"role": "system", "content": "You are a terse assistant."}
-
-
-def who(user_id: str, session_id: str) -> dict[str, str]:
-    return {"X-Stratamem-User": user_id, "X-Stratamem-Session": session_id}
-
-
-def stored(memory: Memory, user_id: str, session_id: str) -> list[dict[str, Any]]:
-    return [m.payload for m in memory.history(user_id=user_id, session_id=session_id)]
 
 
 def test_a_request_is_answered_unchanged_with_the_assembled_context_sent_and_both_stored(

@@ -1,0 +1,161 @@
+"""The proxy when something fails: the upstream, its network, the database, the caller's token.
+
+A failure of the upstream reaches the client as the upstream sent it; a failure of memory never
+blocks a request; and nothing that was stored is lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from proxy_harness import MakeClient, MakeProxy, contents, who
+from upstream_fake import Fail, FakeUpstream, closed_port_url
+
+from memory import Memory
+from retrieval import HashingEmbedder
+from storage import Database
+from storage.engine import stop_embedded
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_error_is_returned_as_sent_and_the_input_stays_stored(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    upstream: tuple[FakeUpstream, str],
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+    stream: bool,
+) -> None:
+    fake, _ = upstream
+    fake.script(Fail(429, "slow down, scripted"))
+    client = make_client(make_proxy(), **who(user_id, session_id))
+
+    with pytest.raises(openai.RateLimitError) as raised:
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=stream
+        )
+
+    assert raised.value.status_code == 429
+    assert raised.value.body == {
+        "message": "slow down, scripted",
+        "type": "server_error",
+        "code": "scripted",
+    }
+    assert raised.value.response.headers["x-stratamem-memory"] == "ok"
+    assert contents(memory, user_id, session_id) == ["hi"]  # no reply, the input kept
+
+
+def test_an_unreachable_upstream_is_a_clear_502(
+    make_proxy: MakeProxy, make_client: MakeClient, user_id: str, session_id: str
+) -> None:
+    upstream = closed_port_url()
+    client = make_client(make_proxy(upstream=upstream), **who(user_id, session_id))
+
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
+
+    assert raised.value.status_code == 502
+    assert "stratamem proxy: cannot reach the upstream" in raised.value.message
+    assert upstream in raised.value.message
+
+
+def test_with_the_database_stopped_the_request_is_answered_without_memory_then_heals(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    upstream: tuple[FakeUpstream, str],
+    fresh_data_dir: Path,
+) -> None:
+    fake, _ = upstream
+    own = Memory.open(data_dir=fresh_data_dir, embedder=HashingEmbedder())
+    client = make_client(make_proxy(own), **who("u", "s"))
+    messages: list[Any] = [{"role": "user", "content": "first"}]
+    messages.append(client.chat.completions.create(model="m", messages=messages).choices[0].message)
+
+    stop_embedded((fresh_data_dir / "pg").resolve())
+    messages.append({"role": "user", "content": "while the database is down"})
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=messages)
+
+    assert raw.headers["x-stratamem-memory"] == "degraded"
+    assert raw.parse().choices[0].message.content == "echo: while the database is down"
+    # The client's own messages, as it sent them.
+    assert [(m["role"], m["content"]) for m in fake.bodies[-1]["messages"]] == [
+        ("user", "first"),
+        ("assistant", "echo: first"),
+        ("user", "while the database is down"),
+    ]
+    health = httpx.get(client.base_url.join("/healthz"))
+    assert health.json()["memory_failures"] == 1
+
+    Database.open(data_dir=fresh_data_dir).close()  # the server comes back
+    messages.append(raw.parse().choices[0].message)
+    messages.append({"role": "user", "content": "after"})
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=messages)
+
+    assert raw.headers["x-stratamem-memory"] == "ok"
+    # The turn the database missed comes in with the client's history: nothing is lost.
+    assert contents(own, "u", "s") == [
+        "first",
+        "echo: first",
+        "while the database is down",
+        "echo: while the database is down",
+        "after",
+        "echo: after",
+    ]
+    own.close()
+
+
+def test_a_history_memory_refuses_is_still_answered_with_the_clients_messages(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    upstream: tuple[FakeUpstream, str],
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+) -> None:
+    fake, _ = upstream
+    client = make_client(make_proxy(), **who(user_id, session_id))
+    # A result for a call the session never had: memory refuses it, the upstream decides.
+    messages = [{"role": "tool", "tool_call_id": "nowhere", "content": "42"}]
+
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=messages)  # type: ignore[arg-type]
+
+    assert raw.headers["x-stratamem-memory"] == "degraded"
+    assert fake.bodies[-1]["messages"] == messages
+    assert contents(memory, user_id, session_id) == []
+
+
+def test_with_a_token_every_v1_request_needs_it(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    upstream: tuple[FakeUpstream, str],
+    user_id: str,
+    session_id: str,
+) -> None:
+    fake, _ = upstream
+    url = make_proxy(token="proxy-secret")
+    hello = [{"role": "user", "content": "hi"}]
+
+    for key in ("sk-client", "proxy-secre"):
+        with pytest.raises(openai.AuthenticationError) as raised:
+            make_client(url, api_key=key, **who(user_id, session_id)).chat.completions.create(
+                model="m", messages=hello
+            )
+        assert raised.value.status_code == 401
+    with pytest.raises(openai.AuthenticationError):
+        make_client(url).models.list()
+    assert fake.received == []  # nothing reached the upstream
+
+    allowed = make_client(url, api_key="proxy-secret", **who(user_id, session_id))
+    reply = allowed.chat.completions.create(model="m", messages=hello)  # type: ignore[arg-type]
+
+    assert reply.choices[0].message.content == "echo: hi"
+    # The upstream gets the proxy's upstream key, never the client's token.
+    assert fake.received[0].headers["authorization"] == "Bearer sk-upstream"
+    assert httpx.get(url.removesuffix("/v1") + "/healthz").status_code == 200
