@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
+from types import FrameType
 
 import uvicorn
 from rich.console import Console
@@ -91,12 +93,32 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
                 uvicorn.Config(create_app(mem, config), log_level="info", lifespan="on")
             )
             # The socket is bound already: a free port (--port 0) is known before serving.
-            server.run(sockets=[listener])
+            _serve_until_stopped(server, listener)
     except DatabaseUnavailableError as error:
         raise CommandError(f"cannot reach the database: {error}", EXIT_UNAVAILABLE) from error
     finally:
         listener.close()
     return 0
+
+
+def _serve_until_stopped(server: uvicorn.Server, listener: socket.socket) -> None:
+    """Serve until SIGINT or SIGTERM; uvicorn finishes the requests in flight first.
+
+    uvicorn signals itself again after its graceful shutdown, with the handler it found: ours
+    only returns, so the database is closed and the command exits with 0.
+    """
+
+    def stopped(signum: int, frame: FrameType | None) -> None:
+        return None
+
+    previous = {
+        signum: signal.signal(signum, stopped) for signum in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        server.run(sockets=[listener])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _log_to_stderr() -> None:
