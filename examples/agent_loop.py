@@ -56,8 +56,11 @@ def run_tool_calls(reply: ChatCompletionMessage) -> list[dict[str, Any]]:
     """One tool message per call of the reply (parallel calls included)."""
     results = []
     for call in reply.tool_calls or ():
-        arguments = json.loads(call.function.arguments or "{}")
-        content = get_weather(str(arguments.get("city", "")))
+        if call.type != "function" or call.function.name != "get_weather":
+            content = f"unknown tool {call.type}"
+        else:
+            arguments = json.loads(call.function.arguments or "{}")
+            content = get_weather(str(arguments.get("city", "")))
         results.append({"role": "tool", "tool_call_id": call.id, "content": content})
     return results
 

@@ -1,0 +1,183 @@
+"""The memory proxy's added latency: the same requests direct to an upstream and through it.
+
+A fake OpenAI-compatible upstream (``tests/memory/proxy/upstream_fake.py``, answering at once)
+runs in this process; ``stratamem serve`` runs as its own process in front of it, on an
+embedded Postgres whose session already holds ``--messages`` stored messages (10,000 by
+default). Each turn the real ``openai`` client sends a system message and a new user message,
+once direct and once through the proxy (alternating, so both see the same machine), plain and
+streamed. The proxy's work per request: compare with the stored tail, store the input, assemble
+the context (summary, recall, window), forward, store the reply.
+
+Run from the repository root: ``python -m benchmarks.proxy`` (``--cards off`` to measure
+without long-term memory; ``--cards minilm`` embeds each query with MiniLM, as by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import openai
+
+from memory import Memory
+
+REPO = Path(__file__).resolve().parents[1]
+UPSTREAM = REPO / "tests" / "memory" / "proxy" / "upstream_fake.py"
+SYSTEM = {"role": "system", "content": "You are a helpful assistant for the checkout team."}
+USER, SESSION = "bench", "long-session"
+
+
+def load_upstream() -> ModuleType:
+    """Import the tests' fake upstream by path (one module for tests and benchmarks)."""
+    spec = importlib.util.spec_from_file_location("upstream_fake", UPSTREAM)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while building
+    spec.loader.exec_module(module)
+    return module
+
+
+def turn(number: int) -> list[dict[str, Any]]:
+    """One stored turn: a question, every fourth turn a tool exchange, and an answer."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": f"Turn {number}: what changed in deploy {number}?"}
+    ]
+    if number % 4 == 0:
+        call = {
+            "id": f"call_{number}",
+            "type": "function",
+            "function": {"name": "get_deploy", "arguments": f'{{"id": {number}}}'},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{number}", "content": "3 files " * 8},
+        ]
+    messages.append({"role": "assistant", "content": f"Deploy {number} changed the retries."})
+    return messages
+
+
+def build_session(mem: Memory, size: int) -> None:
+    """Store at least ``size`` messages in the session, then fold its summary (raw, offline)."""
+    batch: list[dict[str, Any]] = []
+    number = stored = 0
+    while stored < size:
+        messages = turn(number)
+        batch += messages
+        stored += len(messages)
+        number += 1
+        if len(batch) >= 500 or stored >= size:
+            mem.record(user_id=USER, session_id=SESSION, messages=batch)
+            batch = []
+    while mem.consolidate(user_id=USER, session_id=SESSION) is not None:
+        pass
+
+
+def start_proxy(database_url: str, upstream: str, settings: dict[str, str]) -> tuple[Any, str]:
+    """``stratamem serve --port 0`` on the database; the process and its ``/v1`` URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memory.cli", "serve", "--port", "0", "--upstream", upstream],
+        env={**os.environ, "STRATAMEM_DATABASE_URL": database_url, **settings},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    words = process.stdout.readline().split()  # "stratamem proxy on URL -> upstream"
+    return process, words[3]
+
+
+def timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1000
+
+
+def ask(client: openai.OpenAI, number: int, stream: bool) -> Callable[[], object]:
+    messages: Any = [SYSTEM, {"role": "user", "content": f"Question {number}: any news?"}]
+
+    def call() -> object:
+        if stream:
+            chunks = client.chat.completions.create(model="m", messages=messages, stream=True)
+            return "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+        return client.chat.completions.create(model="m", messages=messages)
+
+    return call
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--cards", choices=["minilm", "off"], default="minilm")
+    args = parser.parse_args()
+    settings = {
+        "STRATAMEM_MODEL": "gpt-4o-mini",
+        "STRATAMEM_CONTEXT_WINDOW": "8192",
+        "STRATAMEM_MAX_OUTPUT": "1024",
+        "STRATAMEM_CARDS__ENABLED": "true" if args.cards != "off" else "false",
+        # Offline: no LLM for summaries, whatever this shell has configured.
+        "OPENAI_API_KEY": "",
+        "OPENAI_BASE_URL": "",
+    }
+    fake = load_upstream()
+    with tempfile.TemporaryDirectory() as folder, fake.Served(fake.FakeUpstream().app) as served:
+        upstream = f"{served.url}/v1"
+        with Memory.open(
+            data_dir=Path(folder), cards={"enabled": False}, llm_api_key=None, llm_base_url=None
+        ) as mem:
+            build_session(mem, args.messages)
+            stored = len(mem.history(user_id=USER, session_id=SESSION))
+            proxy, url = start_proxy(mem.database_url, upstream, settings)
+            try:
+                direct = openai.OpenAI(base_url=upstream, api_key="sk-bench", max_retries=0)
+                headers = {"X-Stratamem-User": USER, "X-Stratamem-Session": SESSION}
+                proxied = openai.OpenAI(
+                    base_url=url, api_key="sk-bench", max_retries=0, default_headers=headers
+                )
+                for number in range(10):  # warm up: connections, tokenizer, the model
+                    ask(proxied, number, False)()
+                    ask(direct, number, False)()
+                print(
+                    f"proxy added latency, {args.turns} turns each, session of {stored:,} "
+                    f"stored messages, cards {args.cards}, {datetime.now(UTC):%Y-%m-%d}"
+                )
+                print(
+                    f"{'':>10} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10}"
+                    f" {'direct p95':>10} {'proxy p95':>10} {'added p95':>10}"
+                )
+                for stream in (False, True):
+                    ours: list[float] = []
+                    theirs: list[float] = []
+                    for number in range(args.turns):
+                        theirs.append(timed(ask(direct, 1_000 + number, stream)))
+                        ours.append(timed(ask(proxied, 1_000 + number, stream)))
+                    d50, p50 = statistics.median(theirs), statistics.median(ours)
+                    d95, p95 = percentile(theirs, 0.95), percentile(ours, 0.95)
+                    name = "streamed" if stream else "plain"
+                    print(
+                        f"{name:>10} {d50:>10.2f} {p50:>10.2f} {p50 - d50:>10.2f}"
+                        f" {d95:>10.2f} {p95:>10.2f} {p95 - d95:>10.2f}"
+                    )
+            finally:
+                proxy.terminate()
+                proxy.wait()
+
+
+if __name__ == "__main__":
+    main()
