@@ -31,11 +31,14 @@ from typing import Any
 import openai
 
 from memory import Memory
+from memory.hook import context_for, record_reply
 
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = REPO / "tests" / "memory" / "proxy" / "upstream_fake.py"
 SYSTEM = {"role": "system", "content": "You are a helpful assistant for the checkout team."}
 USER, SESSION = "bench", "long-session"
+#: The model and window of every ``Memory`` here, as in ``benchmarks/prepare.py``.
+WINDOW = {"model": "gpt-4o-mini", "context_window": 8_192, "max_output": 1_024}
 
 
 def load_upstream() -> ModuleType:
@@ -83,11 +86,11 @@ def build_session(mem: Memory, size: int) -> None:
         pass
 
 
-def start_proxy(database_url: str, upstream: str, settings: dict[str, str]) -> tuple[Any, str]:
-    """``stratamem serve --port 0`` on the database; the process and its ``/v1`` URL."""
+def start_proxy(env: dict[str, str], upstream: str) -> tuple[Any, str]:
+    """``stratamem serve --port 0``; the process and its ``/v1`` URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "memory.cli", "serve", "--port", "0", "--upstream", upstream],
-        env={**os.environ, "STRATAMEM_DATABASE_URL": database_url, **settings},
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -95,6 +98,18 @@ def start_proxy(database_url: str, upstream: str, settings: dict[str, str]) -> t
     assert process.stdout is not None
     words = process.stdout.readline().split()  # "stratamem proxy on URL -> upstream"
     return process, words[3]
+
+
+def hook_call(mem: Memory, number: int) -> Callable[[], object]:
+    """What the proxy asks of memory for one request, in this process: no HTTP at all."""
+    messages: Any = [SYSTEM, {"role": "user", "content": f"Question {number}: in process?"}]
+
+    def call() -> object:
+        context_for(mem, messages, user_id=USER, session_id=SESSION)
+        reply = {"role": "assistant", "content": f"echo: Question {number}: in process?"}
+        return record_reply(mem, reply, user_id=USER, session_id=SESSION)
+
+    return call
 
 
 def timed(call: Callable[[], object]) -> float:
@@ -127,9 +142,7 @@ def main() -> None:
     parser.add_argument("--cards", choices=["minilm", "off"], default="minilm")
     args = parser.parse_args()
     settings = {
-        "STRATAMEM_MODEL": "gpt-4o-mini",
-        "STRATAMEM_CONTEXT_WINDOW": "8192",
-        "STRATAMEM_MAX_OUTPUT": "1024",
+        **{f"STRATAMEM_{name.upper()}": str(value) for name, value in WINDOW.items()},
         "STRATAMEM_CARDS__ENABLED": "true" if args.cards != "off" else "false",
         # Offline: no LLM for summaries, whatever this shell has configured.
         "OPENAI_API_KEY": "",
@@ -138,45 +151,69 @@ def main() -> None:
     fake = load_upstream()
     with tempfile.TemporaryDirectory() as folder, fake.Served(fake.FakeUpstream().app) as served:
         upstream = f"{served.url}/v1"
-        with Memory.open(
-            data_dir=Path(folder), cards={"enabled": False}, llm_api_key=None, llm_base_url=None
-        ) as mem:
+        # The proxy's settings, offline (no LLM for summaries whatever this shell configured).
+        same: dict[str, Any] = {"llm_api_key": None, "llm_base_url": None, **WINDOW}
+        cards = {"enabled": args.cards != "off"}
+        # This process keeps the embedded server up (and measures on it) while the others run.
+        with Memory.open(data_dir=Path(folder), cards=cards, **same) as mem:
             build_session(mem, args.messages)
             stored = len(mem.history(user_id=USER, session_id=SESSION))
-            proxy, url = start_proxy(mem.database_url, upstream, settings)
+            env = {**os.environ, "STRATAMEM_DATABASE_URL": mem.database_url, **settings}
+            # As in production: a worker keeps the summary folded while the requests run.
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "memory.cli", "worker"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            proxy, url = start_proxy(env, upstream)
             try:
-                direct = openai.OpenAI(base_url=upstream, api_key="sk-bench", max_retries=0)
-                headers = {"X-Stratamem-User": USER, "X-Stratamem-Session": SESSION}
-                proxied = openai.OpenAI(
-                    base_url=url, api_key="sk-bench", max_retries=0, default_headers=headers
-                )
-                for number in range(10):  # warm up: connections, tokenizer, the model
-                    ask(proxied, number, False)()
-                    ask(direct, number, False)()
-                print(
-                    f"proxy added latency, {args.turns} turns each, session of {stored:,} "
-                    f"stored messages, cards {args.cards}, {datetime.now(UTC):%Y-%m-%d}"
-                )
-                print(
-                    f"{'':>10} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10}"
-                    f" {'direct p95':>10} {'proxy p95':>10} {'added p95':>10}"
-                )
-                for stream in (False, True):
-                    ours: list[float] = []
-                    theirs: list[float] = []
-                    for number in range(args.turns):
-                        theirs.append(timed(ask(direct, 1_000 + number, stream)))
-                        ours.append(timed(ask(proxied, 1_000 + number, stream)))
-                    d50, p50 = statistics.median(theirs), statistics.median(ours)
-                    d95, p95 = percentile(theirs, 0.95), percentile(ours, 0.95)
-                    name = "streamed" if stream else "plain"
-                    print(
-                        f"{name:>10} {d50:>10.2f} {p50:>10.2f} {p50 - d50:>10.2f}"
-                        f" {d95:>10.2f} {p95:>10.2f} {p95 - d95:>10.2f}"
-                    )
+                measure(args, stored, url, upstream, mem)
             finally:
-                proxy.terminate()
-                proxy.wait()
+                for process in (proxy, worker):
+                    process.terminate()
+                    process.wait()
+
+
+def measure(args: argparse.Namespace, stored: int, url: str, upstream: str, mem: Memory) -> None:
+    """Print the latencies: direct, through the proxy, and the proxy's memory work alone."""
+    direct = openai.OpenAI(base_url=upstream, api_key="sk-bench", max_retries=0)
+    headers = {"X-Stratamem-User": USER, "X-Stratamem-Session": SESSION}
+    proxied = openai.OpenAI(
+        base_url=url, api_key="sk-bench", max_retries=0, default_headers=headers
+    )
+    for number in range(10):  # warm up: connections, tokenizer, the model
+        ask(proxied, number, False)()
+        ask(direct, number, False)()
+        hook_call(mem, number)()
+    print(
+        f"proxy added latency, {args.turns} turns each, session of {stored:,} stored "
+        f"messages, cards {args.cards}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"{'':>9} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10}"
+        f" {'direct p95':>10} {'proxy p95':>10} {'added p95':>10}"
+    )
+    alone: list[float] = []
+    for stream in (False, True):
+        ours: list[float] = []
+        theirs: list[float] = []
+        for number in range(args.turns):
+            theirs.append(timed(ask(direct, 1_000 + number, stream)))
+            ours.append(timed(ask(proxied, 1_000 + number, stream)))
+            alone.append(timed(hook_call(mem, 100_000 * (1 + stream) + number)))
+        d50, p50 = statistics.median(theirs), statistics.median(ours)
+        d95, p95 = percentile(theirs, 0.95), percentile(ours, 0.95)
+        name = "streamed" if stream else "plain"
+        print(
+            f"{name:>9} {d50:>10.2f} {p50:>10.2f} {p50 - d50:>10.2f}"
+            f" {d95:>10.2f} {p95:>10.2f} {p95 - d95:>10.2f}"
+        )
+    print(
+        f"memory alone (context_for + record_reply in this process, no HTTP): "
+        f"p50 {statistics.median(alone):.2f} ms, p95 {percentile(alone, 0.95):.2f} ms"
+    )
 
 
 if __name__ == "__main__":

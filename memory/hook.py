@@ -142,7 +142,11 @@ def fingerprint(message: Mapping[str, Any]) -> str:
         normal = Message.from_openai(data).to_openai()
     except ValueError:
         normal = data
-    return json.dumps(normal, sort_keys=True, ensure_ascii=False, default=str)
+    return _canonical(normal)
+
+
+def _canonical(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def count_stored(request: Sequence[str], tail: Sequence[str]) -> int:
@@ -174,7 +178,8 @@ def _unstored(conversation: list[dict[str, Any]], tail: list[dict[str, Any]]) ->
     trailing turn after it (the user's input, the tool results) is new.
     """
     theirs = _Fingerprints(conversation)
-    stored = [fingerprint(message) for message in tail]
+    # Stored payloads are already in the form ``fingerprint`` parses a message into.
+    stored = [_canonical(message) for message in tail]
     start = count_stored(theirs, stored)
     if start > 0 or not stored:
         return conversation[start:]
