@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from memory.context.assembler import AssembledContext
 from memory.context.messages import Message, message_dict
+from memory.context.units import validate_history
 from memory.facade import Memory
 from memory.intake import CLIENT_KEYS
 from storage import StoredMessage
@@ -91,9 +92,10 @@ def context_for(
     last = new[-1] if new else None
     if last is not None and last.get("role") == "user":
         memory.record(user_id=user_id, session_id=session_id, messages=new[:-1])
-        return memory.prepare(
+        context = memory.prepare(
             user_id=user_id, session_id=session_id, input=last, system=request.system
         )
+        return _own_input_last(context, last)
     memory.record(user_id=user_id, session_id=session_id, messages=new)
     return memory.prepare(user_id=user_id, session_id=session_id, system=request.system)
 
@@ -166,6 +168,27 @@ def count_stored(request: Sequence[str], tail: Sequence[str]) -> int:
         if span and all(request[end - 1 - i] == tail[-1 - i] for i in range(span)):
             return end
     return 0
+
+
+def _own_input_last(context: AssembledContext, input: Mapping[str, Any]) -> AssembledContext:
+    """The context with this request's input last, when another client's input came after it.
+
+    Two clients writing to one session at once: the window holds both inputs in the order they
+    were stored, and the model must answer the one this request asks. A user message is a unit
+    of its own, so it moves to the end; if the result were not a valid history (another
+    client's tool calls still open there), the context stays as assembled.
+    """
+    messages = context.messages
+    wanted = fingerprint(input)
+    if not messages or fingerprint(messages[-1]) == wanted:
+        return context
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user" and fingerprint(messages[index]) == wanted:
+            moved = [*messages[:index], *messages[index + 1 :], messages[index]]
+            if validate_history(moved):
+                return context
+            return AssembledContext(moved, context.report)
+    return context
 
 
 def _unstored(conversation: list[dict[str, Any]], tail: list[dict[str, Any]]) -> list[Any]:

@@ -187,3 +187,23 @@ def test_a_refused_history_stores_nothing(mem: Memory, user_id: str, session_id:
         )
 
     assert contents(mem, user_id, session_id) == []
+
+
+def test_when_another_clients_input_lands_just_after_this_one_this_one_is_answered(
+    mem: Memory, user_id: str, session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_prepare = mem.prepare
+
+    def racing_prepare(**request: Any) -> Any:
+        # The race of two clients, in order: this input is stored, the other client's input
+        # is stored, then this request's window is loaded (it ends with the other input).
+        real_prepare(**request)
+        real_prepare(user_id=user_id, session_id=session_id, input="theirs")
+        return real_prepare(user_id=user_id, session_id=session_id)
+
+    monkeypatch.setattr(mem, "prepare", racing_prepare)
+
+    ctx = context_for(mem, [user("mine")], user_id=user_id, session_id=session_id)
+
+    assert ctx.messages[-2:] == [user("theirs"), user("mine")]
+    assert contents(mem, user_id, session_id) == ["mine", "theirs"]  # stored as they came

@@ -242,6 +242,11 @@ def test_two_clients_on_one_session_at_once_both_store_their_turns_once(
             model="fake-model", messages=histories[name]
         )
 
+    # Each client got the answer to its own question, though both were in the window.
+    assert [histories[name][1].content for name in histories] == [
+        "echo: left speaking",
+        "echo: right speaking",
+    ]
     contents = [m["content"] for m in stored(memory, user_id, session_id)]
     assert sorted(contents[:4]) == sorted(
         ["left speaking", "echo: left speaking", "right speaking", "echo: right speaking"]
