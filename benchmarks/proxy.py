@@ -9,7 +9,8 @@ streamed. The proxy's work per request: compare with the stored tail, store the 
 the context (summary, recall, window), forward, store the reply.
 
 Run from the repository root: ``python -m benchmarks.proxy`` (``--cards off`` to measure
-without long-term memory; ``--cards minilm`` embeds each query with MiniLM, as by default).
+without long-term memory; ``--cards minilm``, the default, embeds each query with MiniLM and
+searches the user's cards, of which there are none here: the worker only folds summaries).
 """
 
 from __future__ import annotations
@@ -160,9 +161,11 @@ def main() -> None:
             stored = len(mem.history(user_id=USER, session_id=SESSION))
             env = {**os.environ, "STRATAMEM_DATABASE_URL": mem.database_url, **settings}
             # As in production: a worker keeps the summary folded while the requests run.
+            # It folds summaries only: archiving the stored messages as MiniLM cards would keep
+            # both cores busy for many minutes (recall below still embeds every query).
             worker = subprocess.Popen(
                 [sys.executable, "-m", "memory.cli", "worker"],
-                env=env,
+                env={**env, "STRATAMEM_CARDS__ENABLED": "false"},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
