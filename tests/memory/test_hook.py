@@ -207,3 +207,20 @@ def test_when_another_clients_input_lands_just_after_this_one_this_one_is_answer
 
     assert ctx.messages[-2:] == [user("theirs"), user("mine")]
     assert contents(mem, user_id, session_id) == ["mine", "theirs"]  # stored as they came
+
+
+def test_recent_history_reads_the_newest_messages_in_order(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    mem.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[user("a"), assistant("b"), user("c"), assistant("d")],
+    )
+
+    newest = mem.recent_history(user_id=user_id, session_id=session_id, limit=3)
+
+    assert [m.payload["content"] for m in newest] == ["b", "c", "d"]
+    assert [m.seq for m in newest] == [2, 3, 4]
+    assert mem.recent_history(user_id=user_id, session_id=session_id, limit=0) == []
+    assert mem.recent_history(user_id=user_id, session_id="nothing-here", limit=5) == []
