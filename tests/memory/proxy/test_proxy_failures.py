@@ -66,6 +66,27 @@ def test_an_unreachable_upstream_is_a_clear_502(
     assert upstream in raised.value.message
 
 
+def test_an_upstream_that_does_not_answer_in_time_is_a_clear_504(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    upstream: tuple[FakeUpstream, str],
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+) -> None:
+    fake, _ = upstream
+    fake.hold_until(2)  # a lone request is held (up to 30 s): far past the proxy's timeout
+    client = make_client(make_proxy(timeout=0.5), **who(user_id, session_id))
+
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    fake.release()
+
+    assert raised.value.status_code == 504
+    assert "did not answer in time" in raised.value.message
+    assert contents(memory, user_id, session_id) == ["hi"]  # the input is kept for a retry
+
+
 def test_with_the_database_stopped_the_request_is_answered_without_memory_then_heals(
     make_proxy: MakeProxy,
     make_client: MakeClient,

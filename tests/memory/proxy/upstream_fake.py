@@ -106,6 +106,11 @@ class FakeUpstream:
         """Hold the next requests until ``count`` of them are waiting, then answer them all."""
         self._hold = _Hold(count)
 
+    def release(self) -> None:
+        """Let every held request go now (a test whose client gave up first)."""
+        if self._hold is not None:
+            self._hold.event.set()
+
     def gate_streams(self) -> threading.Event:
         """Streams send their first chunk, then wait for the returned event to be set."""
         self._stream_gate = threading.Event()
