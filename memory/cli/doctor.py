@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -185,13 +186,15 @@ def _check_migrations(applied: set[int]) -> Check:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    """``"16.2 (Debian)"`` -> ``(16, 2)``; stops at the first part that is not a number."""
+    """``"16.2 (Debian)"`` -> ``(16, 2)``, ``"17beta1"`` -> ``(17,)``: the leading numbers."""
     numbers: list[int] = []
-    for part in version.split()[0].split(".") if version.split() else ():
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits or not part.startswith(digits):
+    for part in version.split(" ", 1)[0].split("."):
+        leading = re.match(r"\d+", part)
+        if leading is None:
             break
-        numbers.append(int(digits))
+        numbers.append(int(leading[0]))
+        if leading[0] != part:
+            break
     return tuple(numbers)
 
 
