@@ -20,7 +20,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from memory.cli.base import CommandError, Subcommands
-from memory.cli.endpoint import describe_api_error, endpoint_name, open_client
+from memory.cli.endpoint import (
+    describe_api_error,
+    endpoint_name,
+    open_client,
+    summariser_model,
+)
 from memory.cli.forget import ask_to_confirm
 from memory.cli.views import cards_table, report_view, search_table, summary_view
 from memory.context.report import ContextReport
@@ -100,7 +105,7 @@ def _run_chat(args: argparse.Namespace, out: Console) -> int:
     client = open_client(settings, timeout=args.timeout)
     try:
         _check_reachable(client, where)
-        with Memory.open(**overrides) as mem:
+        with Memory.open(chat=summariser_model(settings), **overrides) as mem:
             # Summaries and cards are written in the background of this process.
             mem.run_worker()
             options = ChatOptions(args.user, args.session, settings.model, args.system, where)

@@ -6,9 +6,16 @@ from urllib.parse import urlsplit
 
 import openai
 
+from memory.llm import OpenAIChatModel
 from memory.settings import Settings
 
-__all__ = ["DEFAULT_BASE_URL", "describe_api_error", "endpoint_name", "open_client"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "describe_api_error",
+    "endpoint_name",
+    "open_client",
+    "summariser_model",
+]
 
 #: Where the ``openai`` client goes when no base URL is configured.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -29,6 +36,11 @@ def open_client(settings: Settings, *, timeout: float) -> openai.OpenAI:
         timeout=timeout,
         max_retries=0,
     )
+
+
+def summariser_model(settings: Settings) -> OpenAIChatModel:
+    """The summariser's chat model on the same endpoint, with the same placeholder key rule."""
+    return OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key or _NO_KEY)
 
 
 def endpoint_name(settings: Settings) -> str:
