@@ -10,7 +10,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import MemoryFactory
+from cli_fixtures import MemoryFactory, clean_environment, memory_factory
 from fake_openai import Reply, Status
 from fake_streaming import StreamingFakeOpenAI
 from rich.console import Console
@@ -19,6 +19,16 @@ from memory import Memory
 from memory.cli import main
 from memory.cli.chat import Chat, ChatOptions
 from storage import Database, MessageStore
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
+    return clean_environment(monkeypatch, database_url)
+
+
+@pytest.fixture
+def make_memory(database: Database) -> MemoryFactory:
+    return memory_factory(database)
 
 
 @pytest.fixture

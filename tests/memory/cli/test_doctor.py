@@ -6,11 +6,17 @@ import re
 import socket
 
 import pytest
+from cli_fixtures import clean_environment
 from fake_openai import FakeOpenAI, Reply, Status
 
 from memory.cli import main
 from memory.cli.doctor import _check_migrations, _check_pgvector, _version_tuple
 from storage import MIGRATIONS
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
+    return clean_environment(monkeypatch, database_url)
 
 
 def closed_port() -> int:

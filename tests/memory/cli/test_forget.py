@@ -5,12 +5,22 @@ from __future__ import annotations
 import io
 
 import pytest
-from conftest import MemoryFactory
+from cli_fixtures import MemoryFactory, clean_environment, memory_factory
 
 from memory import Memory
 from memory.cli import main
 from memory.facade import Forgotten
-from storage import CardFilter
+from storage import CardFilter, Database
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
+    return clean_environment(monkeypatch, database_url)
+
+
+@pytest.fixture
+def make_memory(database: Database) -> MemoryFactory:
+    return memory_factory(database)
 
 
 def chat_in(mem: Memory, user_id: str, session_id: str, turns: int = 1) -> None:

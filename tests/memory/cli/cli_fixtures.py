@@ -1,9 +1,13 @@
-"""What the command tests share: a clean environment pointed at the test database."""
+"""What the command tests share: a clean environment, and a ``Memory`` on the test database.
+
+Plain functions, wrapped by a fixture in each test module: a ``conftest.py`` here would take
+the module name ``conftest`` from the root one, which other tests import from.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -14,8 +18,7 @@ from storage import Database
 MemoryFactory = Callable[..., Memory]
 
 
-@pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
+def clean_environment(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
     """No STRATAMEM_* or OPENAI_* variable of the machine leaks in; the database is the test's.
 
     Returns the database URL the commands will use.
@@ -28,16 +31,16 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
     return database_url
 
 
-@pytest.fixture
-def make_memory(database: Database) -> Iterator[MemoryFactory]:
-    """A ``Memory`` on the shared database, inline, with the fake embedder under MiniLM's name.
+def memory_factory(database: Database) -> MemoryFactory:
+    """Makes a ``Memory`` on ``database``, inline, with the fake embedder under MiniLM's name.
 
     The name is MiniLM's because the shared database records one embedding model for all tests
-    (and a command opened with the default settings names MiniLM without loading it).
+    (and a command opened with the default settings names MiniLM without loading it). The
+    memories are never closed: closing one would close the shared database.
     """
 
     def make(**settings: object) -> Memory:
         chosen = {"summary": {"mode": "inline"}, **settings}
         return Memory(database, Settings(**chosen), embedder=HashingEmbedder(name=MINILM_NAME))
 
-    yield make
+    return make
