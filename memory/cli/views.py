@@ -25,8 +25,10 @@ __all__ = [
     "summary_view",
 ]
 
-#: Characters of a card's or a summary's text shown in a table cell.
+#: Characters of a card's text shown in a table cell.
 TEXT_PREVIEW = 70
+#: Characters of a summary shown; a raw archive can be long.
+SUMMARY_SHOWN = 3_000
 
 
 def report_view(report: ContextReport) -> RenderableType:
@@ -98,7 +100,11 @@ def summary_view(summary: SummaryRecord | None) -> RenderableType:
         f"{summary.covered:,} covered, version {summary.version}, "
         f"updated {_when(summary.updated_at)}"
     )
-    return Panel(Text(summary.content), title=escape(title), title_align="left")
+    content = summary.content
+    if len(content) > SUMMARY_SHOWN:
+        hidden = len(content) - SUMMARY_SHOWN
+        content = f"{content[:SUMMARY_SHOWN]}… ({hidden:,} more characters)"
+    return Panel(Text(content), title=escape(title), title_align="left")
 
 
 def card_state(card: Card) -> str:
