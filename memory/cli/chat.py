@@ -38,6 +38,8 @@ __all__ = ["Chat", "ChatOptions", "register_chat"]
 
 #: Exit code when the model cannot be reached at all (the chat cannot start).
 EXIT_UNREACHABLE = 3
+#: Seconds the first look at the endpoint waits: long enough for a busy server to answer.
+PROBE_TIMEOUT_S = 10.0
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the memories you are given when they help."
 
@@ -120,7 +122,7 @@ def _check_reachable(client: openai.OpenAI, where: str) -> None:
     Any HTTP answer counts as reachable: many compatible servers have no ``GET /models``.
     """
     try:
-        client.models.list()
+        client.with_options(timeout=PROBE_TIMEOUT_S).models.list()
     except (openai.APIConnectionError, openai.AuthenticationError) as error:
         raise CommandError(describe_api_error(error, where), EXIT_UNREACHABLE) from error
     except openai.APIStatusError:
@@ -159,7 +161,14 @@ class Chat:
                 if not self._command(text, lines):
                     return 0
                 continue
-            self.ask(text)
+            try:
+                self.ask(text)
+            except (StratamemError, StorageError) as error:
+                # A message too long for the window, a database outage: say it, go on.
+                self._error(str(error))
+            except KeyboardInterrupt:
+                self._out.print()
+                self._say("(interrupted: the reply was not kept; your message is stored)")
 
     def ask(self, text: str) -> str | None:
         """Send one message and stream the reply; the recorded reply, or ``None`` on failure.
@@ -285,7 +294,8 @@ class Chat:
         if lines is sys.stdin and lines.isatty():
             try:
                 return self._out.input(prompt)
-            except EOFError:
+            except (EOFError, KeyboardInterrupt):  # Ctrl-D or Ctrl-C at the prompt: leave
+                self._out.print()
                 return None
         self._out.print(prompt, end="", markup=False, highlight=False)
         line = lines.readline()

@@ -207,6 +207,20 @@ def test_a_failing_model_keeps_the_message_and_the_chat_goes_on(
     assert contents == ["Hello?", "Hello again?", "Back again."]
 
 
+def test_a_message_too_long_for_the_window_is_an_error_line_and_the_chat_goes_on(
+    make_memory: MemoryFactory, fake: StreamingFakeOpenAI, user_id: str, session_id: str
+) -> None:
+    mem = make_memory(context_window=4_096)
+    fake.script(Reply("Short answer."))
+
+    screen = Session(mem, fake.base_url, user_id, session_id).type("word " * 5_000, "Short?")
+
+    assert "error: the mandatory context needs" in screen
+    assert "assistant> Short answer." in screen
+    contents = [m.payload["content"] for m in mem.history(user_id=user_id, session_id=session_id)]
+    assert contents == ["Short?", "Short answer."]
+
+
 def test_the_command_needs_a_configured_model(
     cli_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
