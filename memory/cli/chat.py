@@ -236,7 +236,7 @@ class Chat:
             if self.last_report is None:
                 self._say("No request was sent yet in this chat.")
             else:
-                out.print(report_view(self.last_report))
+                out.print(report_view(self.last_report, "Last request"))
         elif name == "/summary":
             out.print(summary_view(mem.summary(user_id=user, session_id=self.session)))
         elif name == "/search":

@@ -31,11 +31,11 @@ TEXT_PREVIEW = 70
 SUMMARY_SHOWN = 3_000
 
 
-def report_view(report: ContextReport) -> RenderableType:
+def report_view(report: ContextReport, which: str = "Next request") -> RenderableType:
     """What a request contains: tokens per layer against the budget, drops, cuts, recall."""
     tokens = report.tokens
     table = Table(
-        title=f"Next request: {tokens.total:,} tokens of a {report.budget:,}-token budget",
+        title=f"{which}: {tokens.total:,} tokens of a {report.budget:,}-token budget",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )

@@ -123,7 +123,7 @@ def test_pins_search_summary_report_and_help(
     assert re.search(rf"{pin.id}\s+fact\s+\S+ \S+\s+pinned\s+Answer in British English\.", screen)
     # The pin went into the request, first among the memories.
     assert "Answer in British English." in fake.requests[0]["messages"][1]["content"]
-    assert "Next request:" in screen and "1 pin(s), 0 recalled card(s)" in screen
+    assert "Last request:" in screen and "1 pin(s), 0 recalled card(s)" in screen
     assert "No summary yet: every message is still in the window." in screen
     assert "Cards matching 'British English'" in screen
     assert "error: /search needs a query" in screen
@@ -260,7 +260,7 @@ def test_the_command_chats_over_stdin_with_its_own_worker(
     out = capsys.readouterr().out
     assert "stratamem chat: gpt-4.1-mini at " in out
     assert "assistant> Hi! How can I help?" in out
-    assert "Next request:" in out
+    assert "Last request:" in out
     [request] = fake.requests
     assert request["model"] == "gpt-4.1-mini" and request["stream"] is True
     with Database.open(None, data_dir=fresh_data_dir) as database:
