@@ -411,6 +411,18 @@ class Memory:
         """The user's pinned cards, oldest first."""
         return self._longterm().pins(user_id)
 
+    def card(self, *, user_id: str, card_id: int) -> Card:
+        """One of the user's cards by id (e.g. one a context report lists as recalled).
+
+        Raises:
+            CardNotFoundError: the user has no such card.
+            ConfigurationError: long-term memory is disabled.
+        """
+        card = self._longterm().store.get(user_id, card_id)
+        if card is None:
+            raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
+        return card
+
     def forget(
         self, *, user_id: str, card_id: int | None = None, session_id: str | None = None
     ) -> Forgotten:
