@@ -111,6 +111,7 @@ def test_a_rejected_key_is_named(
     cli_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STRATAMEM_CARDS__EMBEDDER", "hashing")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-revoked")
     with FakeOpenAI(responder=lambda body: Status(401, "invalid api key")) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
         assert main(["doctor"]) == 1
@@ -132,3 +133,16 @@ def test_migrations_the_code_does_not_know_are_a_warning() -> None:
     assert _check_migrations(known).status == "ok"
     assert _check_migrations(known | {999}).status == "warn"
     assert _check_migrations(known - {1}).status == "fail"
+
+
+def test_a_base_url_without_a_key_is_named_as_what_to_fix(
+    cli_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRATAMEM_CARDS__EMBEDDER", "hashing")
+    with FakeOpenAI(responder=lambda body: Reply("p")) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        assert main(["doctor"]) == 1
+    status, rest = lines_of(capsys.readouterr().out)["llm"]
+    assert status == "fail"
+    assert "answers (a 1-token completion with gpt-4o-mini), but OPENAI_API_KEY is not set" in rest
+    assert "→ set OPENAI_API_KEY (any value for a server that needs no key)" in rest
