@@ -24,7 +24,6 @@ from memory.cli.endpoint import (
     describe_api_error,
     endpoint_name,
     open_client,
-    summariser_model,
 )
 from memory.cli.forget import ask_to_confirm
 from memory.cli.views import cards_table, report_view, search_table, summary_view
@@ -107,7 +106,7 @@ def _run_chat(args: argparse.Namespace, out: Console) -> int:
     client = open_client(settings, timeout=args.timeout)
     try:
         _check_reachable(client, where)
-        with Memory.open(chat=summariser_model(settings), **overrides) as mem:
+        with Memory.open(**overrides) as mem:
             # Summaries and cards are written in the background of this process.
             mem.run_worker()
             options = ChatOptions(args.user, args.session, settings.model, args.system, where)

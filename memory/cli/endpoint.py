@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from memory.llm import OpenAIChatModel
+from memory.llm import NO_API_KEY
 from memory.settings import Settings
 
 __all__ = [
@@ -14,33 +14,23 @@ __all__ = [
     "describe_api_error",
     "endpoint_name",
     "open_client",
-    "summariser_model",
 ]
 
 #: Where the ``openai`` client goes when no base URL is configured.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-#: A local server (vLLM, llama.cpp, Ollama) often wants no key, but the client insists on one.
-_NO_KEY = "not-needed"
-
 
 def open_client(settings: Settings, *, timeout: float) -> openai.OpenAI:
     """An ``openai`` client for the configured endpoint; it never retries on its own.
 
-    A base URL without a key gets a placeholder key: local servers ignore it, and the client
-    refuses to start without one.
+    A base URL without a key gets ``NO_API_KEY``, as the summariser's client does.
     """
     return openai.OpenAI(
         base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key or _NO_KEY,
+        api_key=settings.llm_api_key or NO_API_KEY,
         timeout=timeout,
         max_retries=0,
     )
-
-
-def summariser_model(settings: Settings) -> OpenAIChatModel:
-    """The summariser's chat model on the same endpoint, with the same placeholder key rule."""
-    return OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key or _NO_KEY)
 
 
 def endpoint_name(settings: Settings) -> str:

@@ -135,14 +135,14 @@ def test_migrations_the_code_does_not_know_are_a_warning() -> None:
     assert _check_migrations(known - {1}).status == "fail"
 
 
-def test_a_base_url_without_a_key_is_named_as_what_to_fix(
+def test_a_base_url_without_a_key_is_a_working_local_server(
     cli_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STRATAMEM_CARDS__EMBEDDER", "hashing")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeOpenAI(responder=lambda body: Reply("p")) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-        assert main(["doctor"]) == 1
+        main(["doctor"])
     status, rest = lines_of(capsys.readouterr().out)["llm"]
-    assert status == "fail"
-    assert "answers (a 1-token completion with gpt-4o-mini), but OPENAI_API_KEY is not set" in rest
-    assert "→ set OPENAI_API_KEY (any value for a server that needs no key)" in rest
+    assert status == "ok"
+    assert "answers (a 1-token completion with gpt-4o-mini)" in rest
