@@ -12,6 +12,8 @@ meaningless (it measured 0.14 there). Queries are drawn the same way. Then,
 for the 10k and the 100k user: vector search p50/p95 by exact scan and by the index (k=10),
 the index's recall@10 against the exact scan, and the whole hybrid ``CardIndex.search``
 (vector + BM25 + fusion + fetching the cards; the query's embedding is given, not computed).
+Last, ``Memory.prepare`` with recall on for the 10k user: storing the input, the window, the
+pins, the query rewrite, MiniLM embedding the query, the search and assembling the context.
 """
 
 import argparse
@@ -25,7 +27,14 @@ from typing import Literal
 
 from sqlalchemy import text
 
-from retrieval import MINILM_DIMENSION, MINILM_NAME, CardIndex, normalize
+from memory import Memory, Settings
+from retrieval import (
+    MINILM_DIMENSION,
+    MINILM_NAME,
+    CardIndex,
+    SentenceTransformerEmbedder,
+    normalize,
+)
 from storage import CardStore, Database
 
 USERS = {"bench-10k": 10_000, "bench-100k": 100_000}
@@ -159,6 +168,38 @@ def measure(
     print(f"{count:>10} {'hybrid':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
 
 
+PREPARE_INPUTS = [
+    "What did we decide about the database last week?",
+    "Can you remind me what my daughter is called?",
+    "Which city did I say I was moving to?",
+    "What was the name of the book you recommended?",
+    "How did the charity race go?",
+]
+
+
+def measure_prepare(database: Database, user_id: str, count: int, runs: int) -> None:
+    """Print ``Memory.prepare`` p50/p95 with recall on (MiniLM embeds every query)."""
+    memory = Memory(database, Settings(), embedder=SentenceTransformerEmbedder())
+    session = f"bench-prepare-{time.time_ns()}"
+    memory.record(
+        user_id=user_id,
+        session_id=session,
+        messages=[
+            {"role": "user", "content": "Hi, I am back."},
+            {"role": "assistant", "content": "Welcome back! How can I help?"},
+        ],
+    )
+    inputs = iter(PREPARE_INPUTS * runs)
+
+    def prepare() -> object:
+        context = memory.prepare(user_id=user_id, session_id=session, input=next(inputs))
+        assert context.report.recall is not None and not context.report.recall.failed
+        return context
+
+    p50, p95 = timed(prepare, runs)
+    print(f"{count:>10} {'prepare':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/stratamem-bench-recall"))
@@ -217,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for user_id, count in USERS.items():
         measure(store, index, given, user_id, count, args.queries, rng, centroids)
+    measure_prepare(database, "bench-10k", USERS["bench-10k"], args.queries)
     database.close()
     return 0
 
