@@ -19,7 +19,7 @@ KEYWORD_WEIGHT = 2.0
 
 #: Weight of the time-window ranking (cards said or happening when the query asks about) in
 #: the fusion; measured on LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
-TIME_WEIGHT = 2.0
+TIME_WEIGHT = 1.0
 
 # How many candidates each ranking contributes before fusion, at least.
 _MIN_CANDIDATES = 100
@@ -178,11 +178,17 @@ class CardIndex:
             during=during,
         )  # fmt: skip
         rankings = [[m.card_id for m in found.dense], [m.card_id for m in found.keyword]]
-        weights = list(self._weights)
-        if during is not None:
-            rankings.append([m.card_id for m in found.timed])
-            weights.append(self._time_weight)
-        fused = weighted_rrf(rankings, weights, k=self._rrf_k)
+        fused = weighted_rrf(rankings, self._weights, k=self._rrf_k)
+        if during is not None and found.timed:
+            # The window's cards in the order the query ranks them (then the window's other
+            # near cards): a boost that keeps relevance first among the cards of that time,
+            # rather than lifting whatever was said then (measured: BENCHMARKS.md).
+            timed = {m.card_id for m in found.timed}
+            in_window = [card_id for card_id, _ in fused if card_id in timed]
+            in_window += [m.card_id for m in found.timed if m.card_id not in set(in_window)]
+            fused = weighted_rrf(
+                [*rankings, in_window], [*self._weights, self._time_weight], k=self._rrf_k
+            )
         # Scores are scaled so that first in the vector and keyword rankings is 1, with or
         # without a time window: a score means the same whatever the query said about time.
         best = sum(self._weights) / (self._rrf_k + 1)
