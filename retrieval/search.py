@@ -18,7 +18,7 @@ __all__ = ["KEYWORD_WEIGHT", "TIME_WEIGHT", "CardDraft", "CardIndex", "ScoredCar
 KEYWORD_WEIGHT = 2.0
 
 #: Weight of the time-window ranking (cards said or happening when the query asks about) in
-#: the fusion; measured on LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
+#: the fusion; measured on LoCoMo (BENCHMARKS.md, "Time intent: boost, not filter").
 TIME_WEIGHT = 1.0
 
 # How many candidates each ranking contributes before fusion, at least.
