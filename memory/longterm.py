@@ -8,16 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from memory.cards import CardDraft as ExtractedDraft
-from memory.cards import SourceMessage, extract_by_rules, resolve_date, rewrite_query
+from memory.cards import (
+    SourceMessage,
+    extract_by_rules,
+    resolve_date,
+    rewrite_query,
+    time_range_of_query,
+)
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message
 from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
-from memory.settings import CardSettings
+from memory.llm import ChatModel, LLMChain
+from memory.settings import CardSettings, SummarySettings
 from retrieval import (
     CardDraft,
     CardIndex,
@@ -45,6 +52,10 @@ __all__ = ["LongTermMemory", "Recall", "default_embedder"]
 #: Messages loaded either side of an archived range, so its first and last turns get their
 #: neighbours (tool messages between turns are skipped, hence more than one).
 _NEIGHBOUR_MARGIN = 4
+
+#: The longest a query rewrite may wait for the model, in seconds: it is on the request path,
+#: so one attempt, no fallback model, and the original text when it is late.
+REWRITE_TIMEOUT_S = 3.0
 
 #: Roles whose text becomes turn cards (tool results and system messages are not turns).
 _TURN_ROLES = ("user", "assistant")
@@ -77,8 +88,21 @@ class LongTermMemory:
         settings: CardSettings,
         *,
         pin_budget: int,
+        chat: ChatModel | None = None,
+        summary: SummarySettings | None = None,
     ) -> None:
         """Open the card store for ``embedder``'s model (a mismatch is a clear error now).
+
+        Args:
+            database: The database.
+            messages: The message store archived ranges are read from.
+            embedder: The embedder of the cards.
+            counter: Counts the tokens of pins.
+            settings: The cards settings.
+            pin_budget: The most tokens the user's pins may take.
+            chat: The chat model (the summariser's); ``recall`` asks it to rewrite an input
+                the rules cannot resolve. ``None``: rules only (offline).
+            summary: The summariser's settings: the model and temperature of those calls.
 
         Raises:
             storage.EmbeddingModelMismatchError: the database holds another model's vectors.
@@ -91,6 +115,7 @@ class LongTermMemory:
         self._settings = settings
         #: The most tokens the user's pins may take in a request.
         self.pin_budget = pin_budget
+        self._rewriter = _rewrite_chain(chat, summary) if chat is not None else None
 
     @property
     def store(self) -> CardStore:
@@ -228,8 +253,13 @@ class LongTermMemory:
         until: datetime | None,
         min_score: float | None,
         include_superseded: bool,
+        now: datetime | None = None,
     ) -> list[ScoredCard]:
-        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``)."""
+        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``).
+
+        A query naming a time (``"last week"``, ``"in May 2023"``, ``"上个月"``) boosts the
+        cards said or happening then, resolved against ``now`` (the clock by default).
+        """
         return self.index.search(
             user_id,
             query,
@@ -240,6 +270,7 @@ class LongTermMemory:
             tags=tags,
             since=since,
             until=until,
+            during=time_range_of_query(query, now or datetime.now(UTC)),
             min_score=min_score,
             include_superseded=include_superseded,
         )
@@ -248,8 +279,11 @@ class LongTermMemory:
         """The memories of one request: pins first, then the cards best matching its input.
 
         The input is the newest user message of ``window``; the messages before it resolve its
-        references (``rewrite_query``, rules only). Cards all of whose sources are in the window
-        are left out: the model sees those messages already.
+        references (``rewrite_query``: rules, then the chat model when one is configured and the
+        rules cannot decide, then the input as written). The rewrite is searched, never shown:
+        the prompt keeps the user's message. A time the input names (``"last week"``) boosts
+        the cards of that time, counted from when the message was stored. Cards all of whose
+        sources are in the window are left out: the model sees those messages already.
         """
         pins = self.pins(user_id)
         memories = [_memory(card, 1.0) for card in pins]
@@ -260,8 +294,10 @@ class LongTermMemory:
         query: str | None = None
         method: str | None = None
         if last_user is not None and self._settings.k > 0:
-            text = window[last_user][1].text
-            rewrite = rewrite_query(text, [message for _, message in window[:last_user]])
+            stored, message = window[last_user]
+            rewrite = rewrite_query(
+                message.text, [m for _, m in window[:last_user]], chat=self._rewriter
+            )
             query, method = rewrite.query, rewrite.method
             in_window = {stored.id for stored, _ in window}
             pinned = {card.id for card in pins}
@@ -269,6 +305,7 @@ class LongTermMemory:
                 user_id,
                 query,
                 k=self._settings.k + len(pins) + 2 * len(window),
+                during=time_range_of_query(query, stored.created_at),
                 min_score=self._settings.min_score,
             )
             fresh = [
@@ -284,6 +321,23 @@ class LongTermMemory:
                 RecalledCard(hit.card.id, hit.score, False, hit.card.type) for hit in fresh
             ]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+
+def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain:
+    """The chain that rewrites queries: the summariser's model, one short attempt.
+
+    A user waits for ``prepare``: the summariser's six attempts of 60 s each would turn a slow
+    model into a minute-long request, while the original text is a fine query most of the time.
+    """
+    settings = summary or SummarySettings()
+    quick = settings.model_copy(
+        update={
+            "retries": 1,
+            "fallback_retries": 0,
+            "timeout": min(settings.timeout, REWRITE_TIMEOUT_S),
+        }
+    )
+    return LLMChain.for_settings(chat, quick, temperature=0.0)
 
 
 def _turn_card(

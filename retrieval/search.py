@@ -11,11 +11,15 @@ from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
 from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
 
-__all__ = ["KEYWORD_WEIGHT", "CardDraft", "CardIndex", "ScoredCard"]
+__all__ = ["KEYWORD_WEIGHT", "TIME_WEIGHT", "CardDraft", "CardIndex", "ScoredCard"]
 
 #: Weight of the keyword ranking against the vector ranking (1.0) in the fusion; measured on
 #: LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
 KEYWORD_WEIGHT = 2.0
+
+#: Weight of the time-window ranking (cards said or happening when the query asks about) in
+#: the fusion; measured on LoCoMo (BENCHMARKS.md, "Time intent: boost, not filter").
+TIME_WEIGHT = 1.0
 
 # How many candidates each ranking contributes before fusion, at least.
 _MIN_CANDIDATES = 100
@@ -65,6 +69,7 @@ class CardIndex:
         embedder: Embedder,
         *,
         keyword_weight: float = KEYWORD_WEIGHT,
+        time_weight: float = TIME_WEIGHT,
         rrf_k: int = DEFAULT_RRF_K,
     ) -> None:
         """Combine a card store with the embedder its vectors come from.
@@ -73,6 +78,7 @@ class CardIndex:
             store: The card store.
             embedder: The embedder; must be the model the store was opened with.
             keyword_weight: Weight of the keyword ranking in the fusion (the vector one is 1).
+            time_weight: Weight of the time-window ranking (``search``'s ``during``).
             rrf_k: The reciprocal-rank-fusion constant.
 
         Raises:
@@ -86,6 +92,7 @@ class CardIndex:
         self._store = store
         self._embedder = embedder
         self._weights = (1.0, keyword_weight)
+        self._time_weight = time_weight
         self._rrf_k = rrf_k
 
     @property
@@ -120,6 +127,7 @@ class CardIndex:
         tags: Sequence[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        during: tuple[datetime, datetime] | None = None,
         min_score: float | None = None,
         include_superseded: bool = False,
         diversify: bool = True,
@@ -127,8 +135,9 @@ class CardIndex:
         """Return the user's ``k`` cards best matching ``query``, best first.
 
         The vector ranking (cosine) and the keyword ranking (BM25 over ``analyze``'s terms)
-        each contribute their top candidates; they are fused by weighted reciprocal rank.
-        Every filter is applied in SQL, inside both rankings.
+        each contribute their top candidates; with ``during``, a third ranking holds the
+        nearest cards said or happening in that window. They are fused by weighted reciprocal
+        rank. Every filter is applied in SQL, inside every ranking.
 
         Args:
             user_id: The owner; no other user's card is ever returned.
@@ -140,6 +149,9 @@ class CardIndex:
             tags: Only cards carrying all these tags.
             since: Only cards whose time (occurred, else observed) is at or after this.
             until: Only cards whose time is before this.
+            during: The half-open time window the query asks about (``"last week"``): cards
+                said or happening in it are boosted, never required: a window that holds
+                nothing relevant (a date resolved against the wrong "now") changes nothing.
             min_score: Drop cards whose cosine similarity to the query is below this.
             include_superseded: Also search cards a newer card replaced.
             diversify: Skip a card all of whose sources are in cards ranked above it (turn
@@ -160,25 +172,32 @@ class CardIndex:
             until=until,
             include_superseded=include_superseded,
         )
-        limit = max(_MIN_CANDIDATES, 5 * k)
         [vector] = self._embedder.embed([query])
-        dense = self._store.search_vector(user_id, vector, limit=limit, where=where)
-        keyword = self._store.search_keywords(user_id, analyze(query), limit=limit, where=where)
-        similarity = {match.card_id: match.score for match in dense}
-        missing = [m.card_id for m in keyword if m.card_id not in similarity]
-        similarity.update(self._store.similarities(user_id, vector, missing))
-        bm25 = {match.card_id: match.score for match in keyword}
-        fused = weighted_rrf(
-            [[m.card_id for m in dense], [m.card_id for m in keyword]],
-            self._weights,
-            k=self._rrf_k,
-        )
+        found = self._store.candidates(
+            user_id, vector, analyze(query), limit=max(_MIN_CANDIDATES, 5 * k), where=where,
+            during=during,
+        )  # fmt: skip
+        rankings = [[m.card_id for m in found.dense], [m.card_id for m in found.keyword]]
+        fused = weighted_rrf(rankings, self._weights, k=self._rrf_k)
+        if during is not None and found.timed:
+            # The window's cards in the order the query ranks them (then the window's other
+            # near cards): a boost that keeps relevance first among the cards of that time,
+            # rather than lifting whatever was said then (measured: BENCHMARKS.md).
+            timed = {m.card_id for m in found.timed}
+            in_window = [card_id for card_id, _ in fused if card_id in timed]
+            in_window += [m.card_id for m in found.timed if m.card_id not in set(in_window)]
+            fused = weighted_rrf(
+                [*rankings, in_window], [*self._weights, self._time_weight], k=self._rrf_k
+            )
+        # Scores are scaled so that first in the vector and keyword rankings is 1, with or
+        # without a time window: a score means the same whatever the query said about time.
         best = sum(self._weights) / (self._rrf_k + 1)
         ranked = [
-            (card_id, score / best)
+            (card_id, min(1.0, score / best))
             for card_id, score in fused
-            if min_score is None or similarity.get(card_id, -1.0) >= min_score
+            if min_score is None or found.similarity.get(card_id, -1.0) >= min_score
         ]
+        bm25 = {match.card_id: match.score for match in found.keyword}
         chosen: list[ScoredCard] = []
         covered: set[str] = set()
         # Cards are fetched a few more than k at a time: diversifying may skip some.
@@ -197,7 +216,7 @@ class CardIndex:
                     ScoredCard(
                         card=card,
                         score=score,
-                        similarity=similarity.get(card_id, 0.0),
+                        similarity=found.similarity.get(card_id, 0.0),
                         keyword_score=bm25.get(card_id, 0.0),
                     )
                 )

@@ -6,6 +6,8 @@ vector and the keyword terms of each card, and the same for queries.
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Row, bindparam, text
@@ -22,6 +24,7 @@ from storage.card_records import (
     content_hash,
     filter_sql,
 )
+from storage.card_search import Candidates, candidate_sql
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
@@ -29,6 +32,7 @@ from storage.migrations import EMBEDDING_DIM
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "Candidates",
     "Card",
     "CardFilter",
     "CardMatch",
@@ -365,6 +369,62 @@ class CardStore:
                 rows = connection.execute(text(exact_sql), params).all()
         return [CardMatch(card_id=row.id, score=1.0 - float(row.distance)) for row in rows]
 
+    def candidates(
+        self,
+        user_id: str,
+        embedding: Sequence[float],
+        terms: Iterable[str],
+        *,
+        limit: int,
+        where: CardFilter = _NO_FILTER,
+        during: tuple[datetime, datetime] | None = None,
+    ) -> Candidates:
+        """Return the candidates of a hybrid search: the rankings ``search_vector`` and
+        ``search_keywords`` give, the nearest cards of a time window, and every similarity.
+
+        One statement for a user with at most ``EXACT_SCAN_MAX_CARDS`` cards (the request
+        path's common case); a bigger user's vector ranking walks the HNSW index in a second
+        one, with ``search_vector``'s fallback, so no ranking is ever cut short by the index.
+
+        Args:
+            user_id: The owner.
+            embedding: The query vector (scaled to unit length here).
+            terms: The query's keyword terms (repeats are ignored).
+            limit: How many candidates each ranking contributes at most.
+            where: Filters, applied inside every ranking.
+            during: A half-open time window: the ``timed`` ranking holds the user's cards
+                said (``observed_at``) or happening (``occurred_at``) in it, nearest first.
+
+        Returns:
+            The rankings, best first, and the cosine similarity of every candidate.
+        """
+        wanted = sorted(set(terms))
+        sql, params = candidate_sql(where, dense=True, keywords=bool(wanted), during=during)
+        params.update(
+            user_id=user_id,
+            query=_vector(_unit(embedding)),
+            limit=limit,
+            exact_max=EXACT_SCAN_MAX_CARDS,
+            terms=wanted,
+            k1=BM25_K1,
+            b=BM25_B,
+        )
+        window = 4 * limit
+        with self._database.reading() as connection:
+            while True:
+                params["window"] = window
+                found = _candidates(connection.execute(text(sql), params).all())
+                # Filters dropped so many of the best-scored cards that fewer than ``limit``
+                # are left: widen the window while more scored cards exist.
+                if not wanted or len(found.keyword) >= limit or window >= found.scored:
+                    break
+                window *= 4
+        if found.cards > EXACT_SCAN_MAX_CARDS:
+            dense = self.search_vector(user_id, embedding, limit=limit, where=where, method="index")
+            similarity = {**found.similarity, **{m.card_id: m.score for m in dense}}
+            return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
+        return Candidates(found.dense, found.keyword, found.timed, found.similarity, found.cards)
+
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]
     ) -> dict[int, float]:
@@ -450,6 +510,31 @@ class CardStore:
                     break
                 window *= 4
         return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class _Found(Candidates):
+    scored: int = 0
+
+
+def _candidates(rows: Sequence[Row[Any]]) -> _Found:
+    """Split ``candidate_sql``'s rows into rankings, each ordered by its rank."""
+    rankings: dict[str, list[tuple[int, CardMatch]]] = {"d": [], "k": [], "t": []}
+    similarity: dict[int, float] = {}
+    cards = scored = 0
+    for row in rows:
+        if row.ranking == "n":
+            cards, scored = int(row.score), int(row.rank)
+        elif row.ranking == "s":
+            similarity[row.id] = float(row.score)
+        else:
+            rankings[row.ranking].append((row.rank, CardMatch(card_id=row.id, score=row.score)))
+            if row.ranking != "k":
+                similarity[row.id] = float(row.score)
+    dense, keyword, timed = (
+        [m for _, m in sorted(rankings[r], key=lambda item: item[0])] for r in ("d", "k", "t")
+    )
+    return _Found(dense, keyword, timed, similarity, cards, scored)
 
 
 def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:
