@@ -301,6 +301,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        8,
+        "card subjects and attributes",
+        (
+            # What a card is about and which property it sets: a newer card with the same pair
+            # supersedes the older one, so the writer looks up a user's valid cards by the pair.
+            "ALTER TABLE cards ADD COLUMN subject text, ADD COLUMN attribute text",
+            """
+            CREATE INDEX ix_cards_user_subject_attribute ON cards (user_id, subject, attribute)
+            WHERE valid_to IS NULL AND subject IS NOT NULL
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (
