@@ -771,6 +771,9 @@ def build_parts(
             counter,
             settings.cards,
             pin_budget=int(budget.history * settings.cards.pin_budget_ratio),
+            # Extraction shares the summariser's model, retries and timeouts.
+            chat=chat,
+            summary=summary,
         )
     # Without a chat model the summariser writes raw archives: no model, milliseconds.
     archiver = Summarizer(None, counter, summary, on_event=on_summary_event)

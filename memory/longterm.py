@@ -6,18 +6,28 @@ keeps pins within their budget, and recalls the memories of one request (``recal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.card_lifecycle import CardWriter
 from memory.cards import CardDraft as ExtractedDraft
-from memory.cards import SourceMessage, extract_by_rules, resolve_date, rewrite_query
+from memory.cards import (
+    CardExtractor,
+    ExtractionEvent,
+    RulesFallback,
+    SourceMessage,
+    resolve_date,
+    rewrite_query,
+)
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message
 from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
-from memory.settings import CardSettings
+from memory.llm import ChatModel
+from memory.settings import CardSettings, SummarySettings
 from retrieval import (
     CardDraft,
     CardIndex,
@@ -40,7 +50,14 @@ from storage import (
     StoredMessage,
 )
 
-__all__ = ["LongTermMemory", "Recall", "default_embedder"]
+__all__ = ["EXTRACTION_BATCH_MESSAGES", "LongTermMemory", "Recall", "default_embedder"]
+
+logger = logging.getLogger(__name__)
+
+#: The most messages one extraction call reads: a long archived range (a session ended after
+#: hours, a first fold of an imported conversation) is split in chunks of this many, so a
+#: prompt stays bounded (each message is cut to ``prompt_chars_per_message`` too).
+EXTRACTION_BATCH_MESSAGES = 60
 
 #: Messages loaded either side of an archived range, so its first and last turns get their
 #: neighbours (tool messages between turns are skipped, hence more than one).
@@ -77,14 +94,33 @@ class LongTermMemory:
         settings: CardSettings,
         *,
         pin_budget: int,
+        chat: ChatModel | None = None,
+        summary: SummarySettings | None = None,
+        on_extraction_event: Callable[[ExtractionEvent | RulesFallback], None] | None = None,
     ) -> None:
         """Open the card store for ``embedder``'s model (a mismatch is a clear error now).
+
+        Args:
+            database: The database.
+            messages: The message store archived ranges are read from.
+            embedder: The embedder of the cards.
+            counter: Counts the tokens of pins.
+            settings: The cards settings.
+            pin_budget: The most tokens the user's pins may take.
+            chat: The chat model that extracts cards (the summariser's); ``None`` extracts by
+                rules (offline).
+            summary: The summariser's settings: models, retries, timeouts and backoff of the
+                extraction calls too.
+            on_extraction_event: Also receives every extraction event (all are logged).
 
         Raises:
             storage.EmbeddingModelMismatchError: the database holds another model's vectors.
         """
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
         self.index = CardIndex(store, embedder)
+        self._writer = CardWriter(self.index)
+        self._on_extraction_event = on_extraction_event
+        self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
         self._marks = ArchiveMarks(database)
         self._messages = messages
         self._counter = counter
@@ -120,10 +156,14 @@ class LongTermMemory:
     def archive(
         self, user_id: str, session_id: str, after_seq: int, upto_seq: int | None
     ) -> tuple[list[Card], list[int]]:
-        """Store the turn cards and rule-extracted cards of messages ``after_seq < seq <= upto``.
+        """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
+        Cards are extracted by the chat model (by rules offline, or when every attempt failed),
+        one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages; a card on the
+        same subject and attribute as a valid one supersedes it (``CardWriter``).
         Idempotent: a card the user already has merges its sources, so running it twice over
-        the same messages adds nothing.
+        the same messages adds nothing (the model answers the same batch the same way at
+        temperature 0; a reworded card merges as a near-duplicate).
 
         Returns:
             The stored cards (existing ones included), and the seqs of the messages read in the
@@ -159,9 +199,25 @@ class LongTermMemory:
             if archived(stored)
         ]
         by_seq = {stored.seq: stored for stored, _ in turns}
-        drafts += [_stored_draft(session_id, draft, by_seq) for draft in extract_by_rules(sources)]
+        # One extraction per archived range (a fold or a session's end), never per message.
+        for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
+            extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
+            drafts += [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
         seqs = [stored.seq for stored in loaded if archived(stored)]
-        return self.index.add(user_id, drafts), seqs
+        return self._writer.write(user_id, drafts), seqs
+
+    def _extraction_event(self, event: ExtractionEvent | RulesFallback) -> None:
+        """Log an extraction event (a failed attempt is a warning) and pass it on."""
+        if isinstance(event, ExtractionEvent):
+            level = logging.WARNING if event.error else logging.INFO
+            logger.log(
+                level,
+                "card extraction %s: model %s, %d messages, %d+%d tokens, %.2f s%s",
+                event.kind, event.model, event.messages, event.tokens_in, event.tokens_out,
+                event.duration_s, f", error: {event.error}" if event.error else "",
+            )  # fmt: skip
+        if self._on_extraction_event is not None:
+            self._on_extraction_event(event)
 
     def pin(
         self,
@@ -322,6 +378,8 @@ def _stored_draft(
         source_client_ids=[s.client_id for s in sources if s.client_id is not None],
         observed_at=draft.observed_at,
         occurred_at=draft.occurred_at,
+        subject=draft.subject,
+        attribute=draft.attribute,
     )
 
 

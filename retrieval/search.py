@@ -19,11 +19,13 @@ __all__ = ["KEYWORD_WEIGHT", "NEAR_DUPLICATE_SIMILARITY", "CardDraft", "CardInde
 KEYWORD_WEIGHT = 2.0
 
 #: Cosine similarity (MiniLM) at or above which a new card is the same statement as one the user
-#: has: its sources merge into that card instead of a new card. Calibrated by
-#: ``python -m benchmarks.dedup`` (BENCHMARKS.md, "Near-duplicate cards"): above every pair of
-#: different facts on the same subject ("User lives in Berlin" / "User lives in Lisbon" must
-#: supersede, not merge), at the cost of leaving some paraphrases as two cards.
-NEAR_DUPLICATE_SIMILARITY = 0.95
+#: has, provided both have the same keyword terms: its sources then merge into that card instead
+#: of a new card. Calibrated by ``python -m benchmarks.dedup`` (BENCHMARKS.md, "Near-duplicate
+#: cards"): cosine alone cannot tell "User is 34 years old" from "... 35 ..." (0.97) nor two
+#: Chinese preferences (0.99), which must supersede, not merge; with the terms guard no pair of
+#: different facts merged, and every rewording with the same words (articles, punctuation,
+#: tense) did down to 0.85.
+NEAR_DUPLICATE_SIMILARITY = 0.85
 
 # How many candidates each ranking contributes before fusion, at least.
 _MIN_CANDIDATES = 100
@@ -110,9 +112,10 @@ class CardIndex:
     def add(self, user_id: str, drafts: Sequence[CardDraft]) -> list[Card]:
         """Embed, analyse and store cards (one embedding batch for all of them).
 
-        A near-duplicate is not stored again: a draft (not a turn, not pinned) whose cosine
-        similarity to one of the user's valid cards of the same type, or to an earlier draft of
-        the batch, is at least ``near_duplicate`` merges its sources into that card. An
+        A near-duplicate is not stored again: a draft (not a turn, not pinned) with the same
+        keyword terms as one of the user's valid cards of the same type, or as an earlier draft
+        of the batch, and a cosine similarity to it of at least ``near_duplicate``, merges its
+        sources into that card. An
         identical card (same content hash) merges its sources in the store, valid or not.
 
         Returns:
@@ -138,6 +141,7 @@ class CardIndex:
                     if leader[earlier] == earlier
                     and _mergeable(cards[earlier])
                     and cards[earlier].type == card.type
+                    and cards[earlier].terms.keys() == card.terms.keys()
                     and _cosine(cards[earlier].embedding, card.embedding) >= self._near_duplicate
                 ),
                 None,
@@ -145,18 +149,20 @@ class CardIndex:
             if twin is not None:
                 leader[position] = twin
                 continue
-            nearest = self._store.search_vector(
-                user_id, card.embedding, limit=1, where=CardFilter(types=(card.type,))
-            )
-            if nearest and nearest[0].score >= self._near_duplicate:
-                into[position] = nearest[0].card_id
+            target = self._near_duplicate_of(user_id, card)
+            if target is not None:
+                into[position] = target
         groups: dict[int, list[int]] = {}
         for position, first in enumerate(leader):
             groups.setdefault(first, []).append(position)
         merged: dict[int, Card] = {}
         new_leaders = [first for first in groups if first not in into]
         stored = self._store.add(
-            user_id, [_with_sources(cards[first], [cards[i] for i in groups[first]]) for first in new_leaders]
+            user_id,
+            [
+                _with_sources(cards[first], [cards[i] for i in groups[first]])
+                for first in new_leaders
+            ],
         )
         merged.update(zip(new_leaders, stored, strict=True))
         for first, card_id in into.items():
@@ -168,6 +174,19 @@ class CardIndex:
                 client_ids=[c_id for c in members for c_id in c.source_client_ids],
             )
         return [merged[first] for first in leader]
+
+    def _near_duplicate_of(self, user_id: str, card: NewCard) -> int | None:
+        """The id of the user's valid card of the same type that ``card`` merely rewords."""
+        nearest = self._store.search_vector(
+            user_id, card.embedding, limit=3, where=CardFilter(types=(card.type,))
+        )
+        close = [m.card_id for m in nearest if m.score >= self._near_duplicate]
+        # Same words (stems, CJK bigrams) too: a changed value ("34" -> "35", 茶 -> 咖啡) can
+        # sit as close as a rewording in MiniLM, but it changes the terms.
+        for stored in self._store.get_many(user_id, close):
+            if term_frequencies(stored.text).keys() == card.terms.keys():
+                return stored.id
+        return None
 
     def search(
         self,
@@ -308,7 +327,9 @@ def _with_sources(card: NewCard, members: Sequence[NewCard]) -> NewCard:
             "source_message_ids": list(
                 dict.fromkeys(m for c in members for m in c.source_message_ids)
             ),
-            "source_client_ids": list(dict.fromkeys(i for c in members for i in c.source_client_ids)),
+            "source_client_ids": list(
+                dict.fromkeys(i for c in members for i in c.source_client_ids)
+            ),
         }
     )
 
