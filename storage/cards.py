@@ -330,6 +330,11 @@ class CardStore:
                 {"user_id": user_id, "ids": ids},
             )
             _bump_stats(connection, user_id, -len(gone), -sum(r.keyword_length for r in gone))
+            # A user with no card left keeps no statistics either (forget leaves nothing).
+            connection.execute(
+                text("DELETE FROM card_stats WHERE user_id = :user_id AND cards <= 0"),
+                {"user_id": user_id},
+            )
         return len(gone)
 
     # --- reading --------------------------------------------------------------------------
