@@ -207,11 +207,14 @@ class LongTermMemory:
         return self._writer.write(user_id, drafts), seqs
 
     def _extraction_event(self, event: ExtractionEvent | RulesFallback) -> None:
-        """Log an extraction event (a failed attempt is a warning) and pass it on."""
+        """Log an extraction event and pass it on.
+
+        At INFO: the chain warns about failed attempts already, and the extractor about the
+        rules taking over; this line adds which messages the call was about.
+        """
         if isinstance(event, ExtractionEvent):
-            level = logging.WARNING if event.error else logging.INFO
             logger.log(
-                level,
+                logging.INFO,
                 "card extraction %s: model %s, %d messages, %d+%d tokens, %.2f s%s",
                 event.kind, event.model, event.messages, event.tokens_in, event.tokens_out,
                 event.duration_s, f", error: {event.error}" if event.error else "",
