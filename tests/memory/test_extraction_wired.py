@@ -6,6 +6,9 @@ Chinese cards as the model wrote them. Cards are embedded with the hashing fake 
 MiniLM, the model the shared test database records).
 """
 
+# ruff: noqa: RUF001
+# (Chinese text is written with its own full-width punctuation, as users type it.)
+
 from __future__ import annotations
 
 import json
@@ -198,7 +201,7 @@ def test_a_chinese_conversation_gives_chinese_cards_as_written(
                     "attribute": "city",
                     "source": [1],
                 },
-            )  # fmt: skip
+            )
         )
     )
     talk(mem, user_id, "你好，我叫王芳，我住在上海。", "你好王芳！")
@@ -232,7 +235,7 @@ def test_a_model_city_update_supersedes_the_old_city(
                     "attribute": "City",
                     "source": [1],
                 },
-            )  # fmt: skip
+            )
         )
     )
     talk(mem, user_id, "We moved to Lisbon last month.", "Nice!", "s2")
