@@ -159,8 +159,10 @@ class LongTermMemory:
         """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
         Cards are extracted by the chat model (by rules offline, or when every attempt failed),
-        one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages; a card on the
-        same subject and attribute as a valid one supersedes it (``CardWriter``).
+        one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages, each batch stored
+        once extracted; a card on the same subject and attribute as a valid one supersedes it
+        (``CardWriter``). A process killed midway leaves some cards stored and the archive mark
+        where it was: the retry reads the same range again.
         Idempotent: a card the user already has merges its sources, so running it twice over
         the same messages adds nothing (the model answers the same batch the same way at
         temperature 0; a reworded card merges as a near-duplicate).
@@ -199,12 +201,16 @@ class LongTermMemory:
             if archived(stored)
         ]
         by_seq = {stored.seq: stored for stored, _ in turns}
-        # One extraction per archived range (a fold or a session's end), never per message.
+        # The turns first: what was said is findable even if extraction then takes long.
+        cards = self._writer.write(user_id, drafts)
+        # One extraction per archived range (a fold or a session's end), never per message;
+        # each batch is stored as soon as it is extracted, in the order it was said.
         for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
             extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
-            drafts += [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
+            extracted = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
+            cards += self._writer.write(user_id, extracted)
         seqs = [stored.seq for stored in loaded if archived(stored)]
-        return self._writer.write(user_id, drafts), seqs
+        return cards, seqs
 
     def _extraction_event(self, event: ExtractionEvent | RulesFallback) -> None:
         """Log an extraction event and pass it on.

@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, Status
+from child_process import Spawn
+from fake_openai import Behaviour, FakeOpenAI, Hang, Reply, Status
 
 from memory import Memory, Settings
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
 from memory.llm import OpenAIChatModel
 from retrieval import MINILM_NAME, HashingEmbedder
-from storage import Card, CardFilter, Database
+from storage import ArchiveMarks, Card, CardFilter, Database
 
 #: Attempts with the model before the rules take over (the first call and one retry).
 RETRIES = 2
+CHILD = Path(__file__).with_name("archive_child.py")
+#: The most seconds to wait for the child's request (a bound, not a timing assumption).
+WAIT_S = 120
 
 
 def cards_json(*cards: dict[str, Any]) -> str:
@@ -293,3 +300,67 @@ def test_a_job_that_stored_cards_but_died_before_its_mark_adds_nothing_when_retr
     ]
     assert len([c for c in after if c.type != "turn"]) == 2
     assert len(server.requests) == 2  # extracted twice, stored once
+
+
+def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
+    make_memory: Callable[..., Memory],
+    server: FakeOpenAI,
+    spawn: Spawn,
+    database_url: str,
+    wired_database: Database,
+    user_id: str,
+) -> None:
+    from memory.longterm import EXTRACTION_BATCH_MESSAGES
+
+    marks = ArchiveMarks(wired_database)
+    mem = make_memory()
+    for index in range(EXTRACTION_BATCH_MESSAGES):  # two extraction batches
+        mem.record(
+            user_id=user_id,
+            session_id="s1",
+            messages=[
+                {"role": "user", "content": f"Point {index}.", "id": f"u{index}"},
+                {"role": "assistant", "content": "Ok.", "id": f"a{index}"},
+            ],
+        )
+
+    def batch_reply(body: dict[str, Any]) -> Reply:
+        first = "[1] " in body["messages"][1]["content"] and "Point 0." in str(body)
+        text = "User made point zero first" if first else "User made point thirty last"
+        return Reply(cards_json({"type": "fact", "text": text, "source": [1]}))
+
+    arrived = threading.Event()
+
+    def first_then_hang(body: dict[str, Any]) -> Behaviour:
+        if "Point 0." in str(body):
+            return batch_reply(body)
+        arrived.set()
+        return Hang()
+
+    server.responder = first_then_hang
+    child = spawn(CHILD, database_url, server.base_url, user_id, "s1")
+    assert arrived.wait(WAIT_S), "the child's second extraction request never arrived"
+    assert child.kill() == -signal.SIGKILL
+    server.release()
+
+    longterm = mem._parts.longterm
+    assert longterm is not None
+    everything = CardFilter(include_superseded=True)
+    partial = longterm.store.list_cards(user_id, everything)
+    assert "User made point zero first" in {card.text for card in partial}
+    assert "User made point thirty last" not in {card.text for card in partial}
+    turns = [card.id for card in partial if card.type == "turn"]
+    assert turns
+    assert marks.get(user_id, "s1") == 0  # killed before the mark moved
+
+    server.responder = batch_reply
+    mem.end_session(user_id=user_id, session_id="s1")  # the retry
+
+    after = longterm.store.list_cards(user_id, everything)
+    texts = [card.text for card in after if card.type != "turn"]
+    assert sorted(texts) == ["User made point thirty last", "User made point zero first"]
+    assert [card.id for card in after if card.type == "turn"] == turns
+    assert {card.id for card in partial} <= {card.id for card in after}
+    assert marks.get(user_id, "s1") == 2 * EXTRACTION_BATCH_MESSAGES
+    mem.end_session(user_id=user_id, session_id="s1")  # archived now: nothing more to do
+    assert len(longterm.store.list_cards(user_id, everything)) == len(after)
