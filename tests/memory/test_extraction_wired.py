@@ -364,3 +364,44 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     assert marks.get(user_id, "s1") == 2 * EXTRACTION_BATCH_MESSAGES
     mem.end_session(user_id=user_id, session_id="s1")  # archived now: nothing more to do
     assert len(longterm.store.list_cards(user_id, everything)) == len(after)
+
+
+def test_each_fold_is_extracted_in_one_call_never_per_message(
+    wired_database: Database, server: FakeOpenAI, user_id: str
+) -> None:
+    def respond(body: dict[str, Any]) -> Reply:
+        if body["messages"][0]["content"] == EXTRACTION_INSTRUCTIONS:
+            return Reply(cards_json())
+        return Reply("Summary: notes with code words.")
+
+    server.responder = respond
+    mem = Memory(
+        wired_database,
+        Settings(
+            context_window=1_500,
+            max_output=300,
+            summary={"mode": "inline", "debounce_seconds": 0, "backoff_seconds": 0},
+        ),
+        chat=OpenAIChatModel(base_url=server.base_url, api_key="test"),
+        embedder=HashingEmbedder(name=MINILM_NAME),
+    )
+    for index in range(30):
+        mem.record(
+            user_id=user_id,
+            session_id="s1",
+            messages=[
+                {"role": "user", "content": f"Note {index}: the code word is zebra{index}."},
+                {"role": "assistant", "content": f"Noted zebra{index}."},
+            ],
+        )
+        mem.prepare(user_id=user_id, session_id="s1", input="Next?")
+
+    extractions = [
+        r for r in server.requests if r["messages"][0]["content"] == EXTRACTION_INSTRUCTIONS
+    ]
+    summaries = len(server.requests) - len(extractions)
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None and summary.kind == "llm"
+    assert 1 <= len(extractions) == summaries < 60 // 10
+    numbered = sum(r["messages"][1]["content"].count("\n[") for r in extractions)
+    assert numbered == summary.boundary_seq  # every folded message once, in one call per fold
