@@ -115,8 +115,8 @@ class CardIndex:
         A near-duplicate is not stored again: a draft (not a turn, not pinned) with the same
         keyword terms as one of the user's valid cards of the same type, or as an earlier draft
         of the batch, and a cosine similarity to it of at least ``near_duplicate``, merges its
-        sources into that card. An
-        identical card (same content hash) merges its sources in the store, valid or not.
+        sources into that card. An identical card (same content hash) merges its sources in
+        the store, valid or not.
 
         Returns:
             The stored cards in order (a merged draft gives the card it merged into).
