@@ -819,6 +819,7 @@ def build_parts(
             counter,
             settings.cards,
             pin_budget=int(budget.history * settings.cards.pin_budget_ratio),
+            # Extraction shares the summariser's model, retries and timeouts.
             chat=chat,
             summary=summary,
         )

@@ -6,14 +6,18 @@ keeps pins within their budget, and recalls the memories of one request (``recal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from memory.card_lifecycle import CardWriter
 from memory.cards import CardDraft as ExtractedDraft
 from memory.cards import (
+    CardExtractor,
+    ExtractionEvent,
+    RulesFallback,
     SourceMessage,
-    extract_by_rules,
     resolve_date,
     rewrite_query,
     time_range_of_query,
@@ -47,7 +51,14 @@ from storage import (
     StoredMessage,
 )
 
-__all__ = ["LongTermMemory", "Recall", "default_embedder"]
+__all__ = ["EXTRACTION_BATCH_MESSAGES", "LongTermMemory", "Recall", "default_embedder"]
+
+logger = logging.getLogger(__name__)
+
+#: The most messages one extraction call reads: a long archived range (a session ended after
+#: hours, a first fold of an imported conversation) is split in chunks of this many, so a
+#: prompt stays bounded (each message is cut to ``prompt_chars_per_message`` too).
+EXTRACTION_BATCH_MESSAGES = 60
 
 #: Messages loaded either side of an archived range, so its first and last turns get their
 #: neighbours (tool messages between turns are skipped, hence more than one).
@@ -90,6 +101,7 @@ class LongTermMemory:
         pin_budget: int,
         chat: ChatModel | None = None,
         summary: SummarySettings | None = None,
+        on_extraction_event: Callable[[ExtractionEvent | RulesFallback], None] | None = None,
     ) -> None:
         """Open the card store for ``embedder``'s model (a mismatch is a clear error now).
 
@@ -100,15 +112,20 @@ class LongTermMemory:
             counter: Counts the tokens of pins.
             settings: The cards settings.
             pin_budget: The most tokens the user's pins may take.
-            chat: The chat model (the summariser's); ``recall`` asks it to rewrite an input
-                the rules cannot resolve. ``None``: rules only (offline).
-            summary: The summariser's settings: the model and temperature of those calls.
+            chat: The chat model (the summariser's): it extracts cards, and ``recall`` asks it
+                to rewrite an input the rules cannot resolve. ``None``: rules only (offline).
+            summary: The summariser's settings: models, retries, timeouts and backoff of the
+                extraction and rewrite calls too.
+            on_extraction_event: Also receives every extraction event (all are logged).
 
         Raises:
             storage.EmbeddingModelMismatchError: the database holds another model's vectors.
         """
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
         self.index = CardIndex(store, embedder)
+        self._writer = CardWriter(self.index)
+        self._on_extraction_event = on_extraction_event
+        self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
         self._marks = ArchiveMarks(database)
         self._messages = messages
         self._counter = counter
@@ -145,10 +162,16 @@ class LongTermMemory:
     def archive(
         self, user_id: str, session_id: str, after_seq: int, upto_seq: int | None
     ) -> tuple[list[Card], list[int]]:
-        """Store the turn cards and rule-extracted cards of messages ``after_seq < seq <= upto``.
+        """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
+        Cards are extracted by the chat model (by rules offline, or when every attempt failed),
+        one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages, each batch stored
+        once extracted; a card on the same subject and attribute as a valid one supersedes it
+        (``CardWriter``). A process killed midway leaves some cards stored and the archive mark
+        where it was: the retry reads the same range again.
         Idempotent: a card the user already has merges its sources, so running it twice over
-        the same messages adds nothing.
+        the same messages adds nothing (the model answers the same batch the same way at
+        temperature 0; a reworded card merges as a near-duplicate).
 
         Returns:
             The stored cards (existing ones included), and the seqs of the messages read in the
@@ -184,9 +207,32 @@ class LongTermMemory:
             if archived(stored)
         ]
         by_seq = {stored.seq: stored for stored, _ in turns}
-        drafts += [_stored_draft(session_id, draft, by_seq) for draft in extract_by_rules(sources)]
+        # The turns first: what was said is findable even if extraction then takes long.
+        cards = self._writer.write(user_id, drafts)
+        # One extraction per archived range (a fold or a session's end), never per message;
+        # each batch is stored as soon as it is extracted, in the order it was said.
+        for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
+            extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
+            extracted = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
+            cards += self._writer.write(user_id, extracted)
         seqs = [stored.seq for stored in loaded if archived(stored)]
-        return self.index.add(user_id, drafts), seqs
+        return cards, seqs
+
+    def _extraction_event(self, event: ExtractionEvent | RulesFallback) -> None:
+        """Log an extraction event and pass it on.
+
+        At INFO: the chain warns about failed attempts already, and the extractor about the
+        rules taking over; this line adds which messages the call was about.
+        """
+        if isinstance(event, ExtractionEvent):
+            logger.log(
+                logging.INFO,
+                "card extraction %s: model %s, %d messages, %d+%d tokens, %.2f s%s",
+                event.kind, event.model, event.messages, event.tokens_in, event.tokens_out,
+                event.duration_s, f", error: {event.error}" if event.error else "",
+            )  # fmt: skip
+        if self._on_extraction_event is not None:
+            self._on_extraction_event(event)
 
     def pin(
         self,
@@ -376,6 +422,8 @@ def _stored_draft(
         source_client_ids=[s.client_id for s in sources if s.client_id is not None],
         observed_at=draft.observed_at,
         occurred_at=draft.occurred_at,
+        subject=draft.subject,
+        attribute=draft.attribute,
     )
 
 

@@ -1,5 +1,6 @@
 """``CardIndex``: cards embedded and keyword-indexed on the way in, hybrid search on the way out."""
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -11,7 +12,14 @@ from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
 from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
 
-__all__ = ["KEYWORD_WEIGHT", "TIME_WEIGHT", "CardDraft", "CardIndex", "ScoredCard"]
+__all__ = [
+    "KEYWORD_WEIGHT",
+    "NEAR_DUPLICATE_SIMILARITY",
+    "TIME_WEIGHT",
+    "CardDraft",
+    "CardIndex",
+    "ScoredCard",
+]
 
 #: Weight of the keyword ranking against the vector ranking (1.0) in the fusion; measured on
 #: LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
@@ -20,6 +28,14 @@ KEYWORD_WEIGHT = 2.0
 #: Weight of the time-window ranking (cards said or happening when the query asks about) in
 #: the fusion; measured on LoCoMo (BENCHMARKS.md, "Time intent: boost, not filter").
 TIME_WEIGHT = 1.0
+#: Cosine similarity (MiniLM) at or above which a new card is the same statement as one the user
+#: has, provided both have the same keyword terms: its sources then merge into that card instead
+#: of a new card. Calibrated by ``python -m benchmarks.dedup`` (BENCHMARKS.md, "Near-duplicate
+#: cards"): cosine alone cannot tell "User is 34 years old" from "... 35 ..." (0.97) nor two
+#: Chinese preferences (0.99), which must supersede, not merge; with the terms guard no pair of
+#: different facts merged, and every rewording with the same words (articles, punctuation,
+#: tense) did down to 0.85.
+NEAR_DUPLICATE_SIMILARITY = 0.85
 
 # How many candidates each ranking contributes before fusion, at least.
 _MIN_CANDIDATES = 100
@@ -42,6 +58,8 @@ class CardDraft(_Record):
     observed_at: datetime | None = None
     occurred_at: datetime | None = None
     pinned: bool = False
+    subject: str | None = None
+    attribute: str | None = None
 
 
 class ScoredCard(_Record):
@@ -71,6 +89,7 @@ class CardIndex:
         keyword_weight: float = KEYWORD_WEIGHT,
         time_weight: float = TIME_WEIGHT,
         rrf_k: int = DEFAULT_RRF_K,
+        near_duplicate: float = NEAR_DUPLICATE_SIMILARITY,
     ) -> None:
         """Combine a card store with the embedder its vectors come from.
 
@@ -80,6 +99,8 @@ class CardIndex:
             keyword_weight: Weight of the keyword ranking in the fusion (the vector one is 1).
             time_weight: Weight of the time-window ranking (``search``'s ``during``).
             rrf_k: The reciprocal-rank-fusion constant.
+            near_duplicate: The cosine similarity from which a new card merges into an
+                existing one (above 1 turns merging off).
 
         Raises:
             EmbedderMismatchError: The store was opened for another model or dimension.
@@ -94,6 +115,7 @@ class CardIndex:
         self._weights = (1.0, keyword_weight)
         self._time_weight = time_weight
         self._rrf_k = rrf_k
+        self._near_duplicate = near_duplicate
 
     @property
     def store(self) -> CardStore:
@@ -103,8 +125,14 @@ class CardIndex:
     def add(self, user_id: str, drafts: Sequence[CardDraft]) -> list[Card]:
         """Embed, analyse and store cards (one embedding batch for all of them).
 
+        A near-duplicate is not stored again: a draft (not a turn, not pinned) with the same
+        keyword terms as one of the user's valid cards of the same type, or as an earlier draft
+        of the batch, and a cosine similarity to it of at least ``near_duplicate``, merges its
+        sources into that card. An identical card (same content hash) merges its sources in
+        the store, valid or not.
+
         Returns:
-            The stored cards in order; a card the user already had merges its sources.
+            The stored cards in order (a merged draft gives the card it merged into).
         """
         if not drafts:
             return []
@@ -113,7 +141,65 @@ class CardIndex:
             NewCard(**draft.model_dump(), embedding=vector, terms=term_frequencies(draft.text))
             for draft, vector in zip(drafts, vectors, strict=True)
         ]
-        return self._store.add(user_id, cards)
+        # Each draft's group leader: itself, an earlier near-duplicate draft, or a stored card.
+        leader: list[int] = list(range(len(cards)))
+        into: dict[int, int] = {}  # leader draft -> stored card id it merges into
+        for position, card in enumerate(cards):
+            if not _mergeable(card):
+                continue
+            twin = next(
+                (
+                    earlier
+                    for earlier in range(position)
+                    if leader[earlier] == earlier
+                    and _mergeable(cards[earlier])
+                    and cards[earlier].type == card.type
+                    and cards[earlier].terms.keys() == card.terms.keys()
+                    and _cosine(cards[earlier].embedding, card.embedding) >= self._near_duplicate
+                ),
+                None,
+            )
+            if twin is not None:
+                leader[position] = twin
+                continue
+            target = self._near_duplicate_of(user_id, card)
+            if target is not None:
+                into[position] = target
+        groups: dict[int, list[int]] = {}
+        for position, first in enumerate(leader):
+            groups.setdefault(first, []).append(position)
+        merged: dict[int, Card] = {}
+        new_leaders = [first for first in groups if first not in into]
+        stored = self._store.add(
+            user_id,
+            [
+                _with_sources(cards[first], [cards[i] for i in groups[first]])
+                for first in new_leaders
+            ],
+        )
+        merged.update(zip(new_leaders, stored, strict=True))
+        for first, card_id in into.items():
+            members = [cards[i] for i in groups[first]]
+            merged[first] = self._store.merge_sources(
+                user_id,
+                card_id,
+                message_ids=[m for c in members for m in c.source_message_ids],
+                client_ids=[c_id for c in members for c_id in c.source_client_ids],
+            )
+        return [merged[first] for first in leader]
+
+    def _near_duplicate_of(self, user_id: str, card: NewCard) -> int | None:
+        """The id of the user's valid card of the same type that ``card`` merely rewords."""
+        nearest = self._store.search_vector(
+            user_id, card.embedding, limit=3, where=CardFilter(types=(card.type,))
+        )
+        close = [m.card_id for m in nearest if m.score >= self._near_duplicate]
+        # Same words (stems, CJK bigrams) too: a changed value ("34" -> "35", 茶 -> 咖啡) can
+        # sit as close as a rewording in MiniLM, but it changes the terms.
+        for stored in self._store.get_many(user_id, close):
+            if term_frequencies(stored.text).keys() == card.terms.keys():
+                return stored.id
+        return None
 
     def search(
         self,
@@ -246,6 +332,31 @@ class CardIndex:
             for m in matches
             if m.card_id in cards
         ]
+
+
+def _mergeable(card: NewCard) -> bool:
+    """Whether a new card may merge into a near-duplicate: turns are what was said (every one
+    is kept), and a pin is the user's explicit word."""
+    return card.type != "turn" and not card.pinned
+
+
+def _cosine(first: Sequence[float], second: Sequence[float]) -> float:
+    norm = math.sqrt(math.fsum(v * v for v in first) * math.fsum(v * v for v in second))
+    return math.fsum(a * b for a, b in zip(first, second, strict=True)) / norm if norm else 0.0
+
+
+def _with_sources(card: NewCard, members: Sequence[NewCard]) -> NewCard:
+    """``card`` with the sources of every member of its group (itself first)."""
+    return card.model_copy(
+        update={
+            "source_message_ids": list(
+                dict.fromkeys(m for c in members for m in c.source_message_ids)
+            ),
+            "source_client_ids": list(
+                dict.fromkeys(i for c in members for i in c.source_client_ids)
+            ),
+        }
+    )
 
 
 def _sources(card: Card) -> set[str]:
