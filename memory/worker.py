@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
@@ -22,6 +23,7 @@ from storage import DatabaseUnavailableError, Job
 __all__ = [
     "CARDS",
     "CONSOLIDATE",
+    "SHUTDOWN_GRACE_SECONDS",
     "JobHandler",
     "Queue",
     "Worker",
@@ -34,6 +36,13 @@ CONSOLIDATE = "consolidate"
 
 #: The job kind that archives a session's folded (or, at its end, all) messages as cards.
 CARDS = "cards"
+
+#: How long a job still running when the worker is asked to stop may take before its lease is
+#: released to other workers: shorter than the 10 s a container runtime waits before SIGKILL.
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+#: How often a running job's lease keeper looks whether the worker was asked to stop.
+_STOP_POLL_SECONDS = 0.25
 
 #: Runs one claimed job; raising re-queues it for a retry.
 JobHandler = Callable[[Job], None]
@@ -97,6 +106,10 @@ class _Ledger:
     def renew(self, job: Job) -> bool:
         return self._queue.renew(job, self.lease_seconds)
 
+    def release(self, job: Job) -> bool:
+        # A lease that ends now: the job is claimable at once, and our claim still fences.
+        return self._queue.renew(job, 0)
+
     def pending(self) -> int:
         return sum(self._queue.pending(kind) for kind in self._kinds)
 
@@ -114,6 +127,10 @@ class Worker:
         outage_backoff_seconds: the first wait after the database could not be reached; it
             doubles with each failed try.
         max_outage_backoff_seconds: the longest wait between two tries during an outage.
+        shutdown_grace_seconds: once ``stop`` is set, how long the running job may take before
+            its lease is released, so another worker can take it over at once instead of
+            waiting for the lease to run out (the job goes on; its outcome is stored only if
+            no other worker claimed it meanwhile).
     """
 
     def __init__(
@@ -125,6 +142,7 @@ class Worker:
         lease_seconds: float = 300.0,
         outage_backoff_seconds: float = 1.0,
         max_outage_backoff_seconds: float = 30.0,
+        shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS,
     ) -> None:
         self._handlers = dict(handlers)
         self._poll_seconds = poll_seconds
@@ -135,6 +153,11 @@ class Worker:
         #: A job that ran but whose outcome is not stored yet: (job, error or None).
         self._unsettled: tuple[Job, str | None] | None = None
         self._outage_tries = 0
+        self._shutdown_grace = shutdown_grace_seconds
+        #: The ``stop`` of the running ``run``: a job still running when it is set is released.
+        self._stop: threading.Event | None = None
+        #: Jobs whose lease was released because they outlasted the shutdown grace.
+        self.released = 0
         #: Jobs that raised, since this worker started (each was logged and re-queued).
         self.failures = 0
         #: Database outages this worker has lived through (each logged once).
@@ -185,6 +208,7 @@ class Worker:
                 be reached (a script wants to know; a long-running worker waits it out).
         """
         failures_before = self.failures
+        self._stop = stop
         while not stop.is_set():
             try:
                 if self.run_once():
@@ -232,7 +256,18 @@ class Worker:
             thread.join()
 
     def _renew_until(self, job: Job, done: threading.Event) -> None:
-        while not done.wait(self._ledger.lease_seconds / 3):
+        renew_every = self._ledger.lease_seconds / 3
+        next_renewal = time.monotonic() + renew_every
+        while True:
+            if self._stop is not None and self._stop.is_set():
+                if not done.wait(self._shutdown_grace):
+                    self._release(job)
+                return
+            if done.wait(min(_STOP_POLL_SECONDS, max(next_renewal - time.monotonic(), 0))):
+                return
+            if time.monotonic() < next_renewal:
+                continue
+            next_renewal += renew_every
             try:
                 if not self._ledger.renew(job):
                     logger.warning("job %s: lease lost to another worker", job.id)
@@ -240,6 +275,22 @@ class Worker:
             except DatabaseUnavailableError as error:
                 # The job's own queries fail the same way; the main loop handles the outage.
                 logger.debug("job %s: lease not renewed: %s", job.id, error)
+
+    def _release(self, job: Job) -> None:
+        """Hand a job that outlasted the shutdown grace to the next worker that looks."""
+        try:
+            released = self._ledger.release(job)
+        except DatabaseUnavailableError as error:
+            logger.warning("job %s: lease not released (database unavailable): %s", job.id, error)
+            return
+        if released:
+            self.released += 1
+            logger.warning(
+                "job %s: still running %.0f s after the stop; its lease is released, so another "
+                "worker can take it over now",
+                job.id,
+                self._shutdown_grace,
+            )
 
     def _database_gone(self, error: DatabaseUnavailableError) -> float:
         """Log the outage once, and return how long to wait before the next try."""

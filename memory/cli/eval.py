@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from memory.cards import time_range_of_query
 from memory.cli.base import EXIT_OK, CommandError, Subcommands
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.evaluation import (
@@ -114,10 +116,15 @@ class CardBackend:
             self._index.add(user_id, session_drafts(session))
 
     def recall(self, user_id: str, question: str, k: int) -> list[Recalled]:
-        """The user's top ``k`` cards for ``question``: texts and dialog ids, best first."""
+        """The user's top ``k`` cards for ``question``: texts and dialog ids, best first.
+
+        A time the question names boosts the cards of that time, as ``Memory.search`` does
+        (relative words count from today, years after the conversations: they boost nothing).
+        """
+        during = time_range_of_query(question, datetime.now(UTC))
         return [
             Recalled(hit.card.text, tuple(hit.card.source_client_ids))
-            for hit in self._index.search(user_id, question, k=k)
+            for hit in self._index.search(user_id, question, k=k, during=during)
         ]
 
 

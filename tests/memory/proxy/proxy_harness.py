@@ -1,13 +1,36 @@
-"""What the proxy tests share besides fixtures: the fixtures' types, and small readers."""
+"""What the proxy tests share: fixtures (a fake upstream, a proxy over a real ``Memory``, real
+clients), their types, and small readers.
+
+A test module takes the fixtures with ``from proxy_harness import *``: a ``conftest.py`` here
+would take the module name ``conftest`` from the root one, which other tests import from.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import openai
+import pytest
+from upstream_fake import FakeUpstream, Served
 
-from memory import Memory
+from memory import Memory, Settings
+from memory.proxy import ProxyConfig, create_app
+from retrieval import MINILM_NAME, HashingEmbedder
+from storage import Database
+
+__all__ = [
+    "MakeClient",
+    "MakeProxy",
+    "contents",
+    "make_client",
+    "make_proxy",
+    "memory",
+    "proxy_database",
+    "stored",
+    "upstream",
+    "who",
+]
 
 #: ``make_proxy(mem=None, **config) -> "/v1" URL`` (the fixture in conftest.py).
 MakeProxy = Callable[..., str]
@@ -28,3 +51,53 @@ def stored(memory: Memory, user_id: str, session_id: str) -> list[dict[str, Any]
 def contents(memory: Memory, user_id: str, session_id: str) -> list[Any]:
     """The ``content`` of each stored message."""
     return [message.get("content") for message in stored(memory, user_id, session_id)]
+
+
+@pytest.fixture(scope="module")
+def proxy_database(database_url: str) -> Iterator[Database]:
+    """This module's own handle on the shared database, so no test disposes the shared one."""
+    with Database.open(database_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def memory(proxy_database: Database) -> Memory:
+    """A ``Memory`` on the shared database; cards embedded by the fast hashing fake."""
+    settings = Settings(summary={"debounce_seconds": 0})
+    return Memory(proxy_database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
+
+
+@pytest.fixture
+def upstream() -> Iterator[tuple[FakeUpstream, str]]:
+    """The fake upstream, served, and its ``/v1`` URL."""
+    fake = FakeUpstream()
+    with Served(fake.app) as served:
+        yield fake, f"{served.url}/v1"
+
+
+@pytest.fixture
+def make_proxy(memory: Memory, upstream: tuple[FakeUpstream, str]) -> Iterator[Callable[..., str]]:
+    """Serve a proxy (over ``memory`` and the fake upstream unless told otherwise); its URL."""
+    servers: list[Served] = []
+
+    def make(mem: Memory | None = None, **config: Any) -> str:
+        settings: dict[str, Any] = {"upstream": upstream[1], "api_key": "sk-upstream", **config}
+        served = Served(create_app(mem or memory, ProxyConfig(**settings)))
+        servers.append(served.__enter__())
+        return f"{served.url}/v1"
+
+    yield make
+    for served in servers:
+        served.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_client() -> Callable[..., openai.OpenAI]:
+    """A real ``openai`` client for a proxy URL; no retries, so each call is one request."""
+
+    def make(base_url: str, *, api_key: str = "sk-client", **headers: str) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=base_url, api_key=api_key, max_retries=0, default_headers=headers
+        )
+
+    return make

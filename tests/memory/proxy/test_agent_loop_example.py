@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from proxy_harness import *  # noqa: F403 - the fixtures
 from upstream_fake import Calls, FakeUpstream, Text
 
 from memory import Memory

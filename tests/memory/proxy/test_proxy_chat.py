@@ -11,6 +11,7 @@ from typing import Any
 
 import openai
 import pytest
+from proxy_harness import *  # noqa: F403 - the fixtures
 from proxy_harness import MakeClient, MakeProxy, stored, who
 from upstream_fake import Calls, Fail, FakeUpstream, Text
 

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from proxy_harness import *  # noqa: F403 - the fixtures
 from proxy_harness import MakeClient, MakeProxy, contents, who
 from upstream_fake import Fail, FakeUpstream, closed_port_url
 

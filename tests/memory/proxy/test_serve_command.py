@@ -11,6 +11,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from proxy_harness import *  # noqa: F403 - the fixtures
 from proxy_harness import who
 from upstream_fake import FakeUpstream
 
