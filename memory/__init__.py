@@ -33,7 +33,7 @@ from memory.errors import (
     StratamemError,
     ToolCallInterruptedError,
 )
-from memory.facade import Memory
+from memory.facade import Forgotten, Memory
 from memory.jobs import JobOutcome, WorkerRun
 from memory.llm import (
     ChatModel,
@@ -60,6 +60,7 @@ __all__ = [
     "ContextOverflowError",
     "ContextReport",
     "Dropped",
+    "Forgotten",
     "InterruptedCall",
     "InvalidHistoryError",
     "JobOutcome",

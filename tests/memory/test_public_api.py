@@ -17,6 +17,7 @@ EXPECTED = {
     "ContextOverflowError",
     "ContextReport",
     "Dropped",
+    "Forgotten",
     "InterruptedCall",
     "JobOutcome",
     "InvalidHistoryError",
