@@ -16,6 +16,7 @@ from sqlalchemy import (
     cast,
     func,
     select,
+    text,
 )
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
@@ -55,6 +56,17 @@ _INSERT = (
         ),
     )
     .returning(*MESSAGES.c, sort_by_parameter_order=True)
+)
+
+
+# The boundary comes from the summary row (0 without one), in the same statement.
+_TOKENS_AFTER_SUMMARY = text(
+    "SELECT coalesce(sum(m.tokens), 0) FROM messages AS m "
+    "WHERE m.user_id = :user_id AND m.session_id = :session_id "
+    "AND m.seq > coalesce(("
+    "  SELECT b.boundary_seq FROM session_summaries AS b "
+    "  WHERE b.user_id = :user_id AND b.session_id = :session_id"
+    "), 0)"
 )
 
 
@@ -247,6 +259,22 @@ class MessageStore:
             last = _last_seq(connection, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
             return _between(connection, user_id, session_id, after_seq, upto)
+
+    def tokens_after_summary(self, user_id: str, session_id: str) -> int:
+        """The stored token counts of the session's messages after its summary boundary, summed.
+
+        What decides whether a fold is due, read without loading a message: one index range
+        scan on the session's key from the boundary on (which a fold keeps short).
+
+        Raises:
+            InvalidInputError: An id is not usable.
+        """
+        _check_session(user_id, session_id)
+        with self._database.reading() as connection:
+            total = connection.execute(
+                _TOKENS_AFTER_SUMMARY, {"user_id": user_id, "session_id": session_id}
+            ).scalar_one()
+        return int(total)
 
     def read_increment(
         self,

@@ -126,18 +126,24 @@ def test_questions_without_valid_evidence_are_counted_not_scored() -> None:
     assert conversation.sessions[1].time == datetime(2023, 6, 20, 10, 0, tzinfo=UTC)
 
 
-def test_session_cards_hold_each_turn_with_its_neighbours() -> None:
+def test_a_session_is_recorded_with_ids_times_speakers_and_captions() -> None:
     session = parse_conversation(locomo_sample("c1")).sessions[0]
-    drafts = eval_cli.session_drafts(session)
-    assert [d.source_client_ids for d in drafts] == [
-        ["D1:1", "D1:2"],
-        ["D1:1", "D1:2", "D1:3"],
-        ["D1:2", "D1:3", "D1:4"],
-        ["D1:3", "D1:4"],
+    session = Session(
+        session.number,
+        session.time,
+        (*session.turns[:3], Turn("D1:4", "Bob", "Look!", caption="a violin")),
+    )
+    messages = eval_cli.session_messages(session, user_speaker="Alice")
+    assert [(m["role"], m["name"], m["id"]) for m in messages] == [
+        ("user", "Alice", "D1:1"),
+        ("assistant", "Bob", "D1:2"),
+        ("user", "Alice", "D1:3"),
+        ("assistant", "Bob", "D1:4"),
     ]
-    assert drafts[0].text.startswith("[8 May 2023] Alice: I adopted a puppy")
-    assert drafts[0].session_id == "session_1"
-    assert drafts[0].observed_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert messages[3]["content"] == "Look! [shares an image: a violin]"
+    assert {m["timestamp"] for m in messages} == {datetime(2023, 5, 8, 13, 56, tzinfo=UTC)}
+    untimed = Session(9, None, session.turns[:1])
+    assert "timestamp" not in eval_cli.session_messages(untimed, user_speaker="Alice")[0]
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"qa": []}', '[{"qa": []}]'])
