@@ -516,10 +516,16 @@ class Memory:
 
         ``record`` calls it after every batch, so a session fed only by ``record`` (an agent
         that never calls ``prepare``, an imported conversation) is summarised and archived as
-        cards all the same. The test is one sum over stored token counts, from the boundary on.
+        cards all the same. The test is one statement: the sum of the stored token counts from
+        the boundary on.
         """
-        tokens = self._parts.messages.tokens_after_summary(user_id, session_id)
-        if tokens > self._parts.fold_policy.trigger_tokens:
+        # In background mode a fold already queued makes the sum moot (the queue debounces):
+        # it is skipped, so its cost is bounded by what one fold leaves, not by the backlog.
+        queued = CONSOLIDATE if self._background else None
+        tokens = self._parts.messages.tokens_after_summary(
+            user_id, session_id, unless_queued=queued
+        )
+        if tokens is not None and tokens > self._parts.fold_policy.trigger_tokens:
             self._fold(user_id, session_id)
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
