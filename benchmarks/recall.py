@@ -1,6 +1,9 @@
 """Card search latency for one user among many, exact scan vs HNSW, and the index's recall@10.
 
-    python -m benchmarks.recall [--data-dir /tmp/stratamem-bench-recall] [--queries 200]
+    python -m benchmarks.recall [--data-dir DIR] [--queries 200] [--only-10k] [--prepare-only]
+                                [--torch-threads N]
+
+(``DIR`` defaults to ``/tmp/stratamem-bench-recall``.)
 
 Loads (once; later runs reuse the folder) a cards table of many users: 10 users with 10,000
 cards each, one user with 10,000 and one with 100,000 (210,000 rows), with random unit vectors
@@ -12,9 +15,12 @@ meaningless (it measured 0.14 there). Queries are drawn the same way. Then,
 for the 10k and the 100k user: vector search p50/p95 by exact scan and by the index (k=10),
 the index's recall@10 against the exact scan, and the whole hybrid ``CardIndex.search``
 (vector + BM25 + fusion + fetching the cards; the query's embedding is given, not computed).
+Last, ``Memory.prepare`` with recall on for the 10k user: storing the input, the window, the
+pins, the query rewrite, MiniLM embedding the query, the search and assembling the context.
 """
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -25,7 +31,14 @@ from typing import Literal
 
 from sqlalchemy import text
 
-from retrieval import MINILM_DIMENSION, MINILM_NAME, CardIndex, normalize
+from memory import Memory, Settings
+from retrieval import (
+    MINILM_DIMENSION,
+    MINILM_NAME,
+    CardIndex,
+    SentenceTransformerEmbedder,
+    normalize,
+)
 from storage import CardStore, Database
 
 USERS = {"bench-10k": 10_000, "bench-100k": 100_000}
@@ -159,10 +172,60 @@ def measure(
     print(f"{count:>10} {'hybrid':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
 
 
+PREPARE_INPUTS = [
+    "What did we decide about the database last week?",
+    "Can you remind me what my daughter is called?",
+    "Which city did I say I was moving to?",
+    "What was the name of the book you recommended?",
+    "How did the charity race go?",
+]
+
+
+def measure_prepare(database: Database, user_id: str, count: int, runs: int) -> None:
+    """Print ``Memory.prepare`` p50/p95 with recall on (MiniLM embeds every query).
+
+    Each call is the next turn of its own short session (two earlier messages), as in a chat
+    that just resumed: one long session would grow the window, and with it how many cards
+    recall asks for (``k`` plus twice the window), with every call.
+    """
+    memory = Memory(database, Settings(), embedder=SentenceTransformerEmbedder())
+    run = time.time_ns()
+    sessions = [f"bench-prepare-{run}-{i}" for i in range(runs + 5)]
+    for session in sessions:
+        memory.record(
+            user_id=user_id,
+            session_id=session,
+            messages=[
+                {"role": "user", "content": "Hi, I am back."},
+                {"role": "assistant", "content": "Welcome back! How can I help?"},
+            ],
+        )
+    calls = iter(zip(sessions, PREPARE_INPUTS * runs, strict=False))
+
+    def prepare() -> object:
+        session, question = next(calls)
+        context = memory.prepare(user_id=user_id, session_id=session, input=question)
+        assert context.report.recall is not None and not context.report.recall.failed
+        return context
+
+    p50, p95 = timed(prepare, runs)
+    print(f"{count:>10} {'prepare':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/stratamem-bench-recall"))
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--only-10k", action="store_true", help="skip the 100k user (its rows take minutes)"
+    )
+    parser.add_argument("--prepare-only", action="store_true", help="only the prepare row")
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads for the prepare row (default: torch's own choice)",
+    )
     args = parser.parse_args(argv)
     database = Database.open(None, data_dir=args.data_dir)
     store = CardStore(database, model=MINILM_NAME, dimension=MINILM_DIMENSION)
@@ -215,8 +278,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{'cards/user':>10} {'method':>8} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}",
         flush=True,
     )
+    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     for user_id, count in USERS.items():
+        if args.prepare_only or (args.only_10k and count > 10_000):
+            continue
         measure(store, index, given, user_id, count, args.queries, rng, centroids)
+    if args.torch_threads is not None:
+        import torch  # only here: the search rows never load it
+
+        torch.set_num_threads(args.torch_threads)
+    measure_prepare(database, "bench-10k", USERS["bench-10k"], args.queries)
+    print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
     database.close()
     return 0
 

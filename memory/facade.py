@@ -54,7 +54,7 @@ from storage import (
     erase_conversations,
 )
 
-__all__ = ["Memory", "OpenCall", "Parts", "build_parts"]
+__all__ = ["Forgotten", "Memory", "OpenCall", "Parts", "build_parts"]
 
 logger = logging.getLogger(__name__)
 
@@ -422,13 +422,28 @@ class Memory:
         """The user's pinned cards, oldest first."""
         return self._longterm().pins(user_id)
 
+    def card(self, *, user_id: str, card_id: int) -> Card:
+        """One of the user's cards by id (e.g. one a context report lists as recalled).
+
+        Raises:
+            CardNotFoundError: the user has no such card.
+            ConfigurationError: long-term memory is disabled.
+        """
+        card = self._longterm().store.get(user_id, card_id)
+        if card is None:
+            raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
+        return card
+
     def forget(
         self, *, user_id: str, card_id: int | None = None, session_id: str | None = None
-    ) -> None:
+    ) -> Forgotten:
         """Delete for real: one card, one session, or (neither given) everything of the user.
 
         A session goes with its messages, summary, jobs and cards; everything of the user is
         every session and every card (pins included).
+
+        Returns:
+            How many messages, summaries, cards and jobs were deleted (for the caller to say).
 
         Raises:
             CardNotFoundError: ``card_id`` is not one of the user's cards.
@@ -440,12 +455,16 @@ class Memory:
         if card_id is not None:
             if longterm is None or not longterm.store.delete(user_id, card_id=card_id):
                 raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
-            return
+            return Forgotten(messages=0, summaries=0, cards=1, jobs=0)
         # Messages first: a fold racing the erasure then finds nothing left to archive.
-        erase_conversations(self._database, user_id, session_id)
+        erased = erase_conversations(self._database, user_id, session_id)
         self._parts.recent.forget(user_id, session_id)
+        cards = 0
         if longterm is not None:
-            longterm.store.delete(user_id, session_id=session_id)
+            cards = longterm.store.delete(user_id, session_id=session_id)
+        return Forgotten(
+            messages=erased.messages, summaries=erased.summaries, cards=cards, jobs=erased.jobs
+        )
 
     def end_session(self, *, user_id: str, session_id: str) -> None:
         """Archive every message of the session not archived yet, as turn and extracted cards.
@@ -718,6 +737,35 @@ _POSITIONS = re.compile(r"^messages? \d+(?:-\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
+class Forgotten:
+    """What one ``Memory.forget`` deleted, counted by kind.
+
+    Attributes:
+        messages: stored messages.
+        summaries: rolling summaries.
+        cards: long-term memory cards (pins included).
+        jobs: background jobs of the forgotten sessions, whatever their state.
+    """
+
+    messages: int
+    summaries: int
+    cards: int
+    jobs: int
+
+    def describe(self) -> str:
+        """One line for people, e.g. ``12 messages, 1 summary, 5 cards, 2 jobs``."""
+        counts = (
+            (self.messages, "message", "messages"),
+            (self.summaries, "summary", "summaries"),
+            (self.cards, "card", "cards"),
+            (self.jobs, "job", "jobs"),
+        )
+        return ", ".join(
+            f"{number:,} {one if number == 1 else many}" for number, one, many in counts
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Parts:
     """What a ``Memory`` is made of, built once from its settings by ``build_parts``."""
 
@@ -813,6 +861,9 @@ def build_parts(
             counter,
             settings.cards,
             pin_budget=int(budget.history * settings.cards.pin_budget_ratio),
+            # Extraction shares the summariser's model, retries and timeouts.
+            chat=chat,
+            summary=summary,
         )
     # Without a chat model the summariser writes raw archives: no model, milliseconds.
     archiver = Summarizer(None, counter, summary, on_event=on_summary_event)

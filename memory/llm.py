@@ -9,6 +9,7 @@ that the caller degrades on, with an ``LLMEvent`` for every step.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, replace
@@ -78,18 +79,26 @@ class ChatModel(Protocol):
         ...
 
 
+#: The key sent to an endpoint configured without one (a local server that checks none).
+NO_API_KEY = "not-needed"
+
+
 class OpenAIChatModel:
     """A ``ChatModel`` for any OpenAI-compatible endpoint, through the ``openai`` client.
 
     The client never retries on its own (``max_retries=0``): retries, backoff and fallback are the
     summariser's policy. ``base_url`` and ``api_key`` default to the client's own defaults
-    (``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``), read when the object is created.
+    (``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``), read when the object is created. A base URL
+    with no key anywhere gets ``NO_API_KEY``: self-hosted servers (vLLM, llama.cpp, Ollama)
+    often want none, and the client refuses to start without one.
 
     Raises:
-        ConfigurationError: no API key was given and none is in the environment.
+        ConfigurationError: no API key was given, none is in the environment, and no base URL.
     """
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None) -> None:
+        if base_url and not api_key and not os.environ.get("OPENAI_API_KEY"):
+            api_key = NO_API_KEY
         try:
             self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         except openai.OpenAIError as error:

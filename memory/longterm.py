@@ -6,18 +6,29 @@ keeps pins within their budget, and recalls the memories of one request (``recal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
+from memory.card_lifecycle import CardWriter
 from memory.cards import CardDraft as ExtractedDraft
-from memory.cards import SourceMessage, extract_by_rules, resolve_date, rewrite_query
+from memory.cards import (
+    CardExtractor,
+    ExtractionEvent,
+    RulesFallback,
+    SourceMessage,
+    resolve_date,
+    rewrite_query,
+    time_range_of_query,
+)
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message
 from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
-from memory.settings import CardSettings
+from memory.llm import ChatModel, LLMChain
+from memory.settings import CardSettings, SummarySettings
 from retrieval import (
     CardDraft,
     CardIndex,
@@ -40,11 +51,22 @@ from storage import (
     StoredMessage,
 )
 
-__all__ = ["LongTermMemory", "Recall", "default_embedder"]
+__all__ = ["EXTRACTION_BATCH_MESSAGES", "LongTermMemory", "Recall", "default_embedder"]
+
+logger = logging.getLogger(__name__)
+
+#: The most messages one extraction call reads: a long archived range (a session ended after
+#: hours, a first fold of an imported conversation) is split in chunks of this many, so a
+#: prompt stays bounded (each message is cut to ``prompt_chars_per_message`` too).
+EXTRACTION_BATCH_MESSAGES = 60
 
 #: Messages loaded either side of an archived range, so its first and last turns get their
 #: neighbours (tool messages between turns are skipped, hence more than one).
 _NEIGHBOUR_MARGIN = 4
+
+#: The longest a query rewrite may wait for the model, in seconds: it is on the request path,
+#: so one attempt, no fallback model, and the original text when it is late.
+REWRITE_TIMEOUT_S = 3.0
 
 #: Roles whose text becomes turn cards (tool results and system messages are not turns).
 _TURN_ROLES = ("user", "assistant")
@@ -77,20 +99,40 @@ class LongTermMemory:
         settings: CardSettings,
         *,
         pin_budget: int,
+        chat: ChatModel | None = None,
+        summary: SummarySettings | None = None,
+        on_extraction_event: Callable[[ExtractionEvent | RulesFallback], None] | None = None,
     ) -> None:
         """Open the card store for ``embedder``'s model (a mismatch is a clear error now).
+
+        Args:
+            database: The database.
+            messages: The message store archived ranges are read from.
+            embedder: The embedder of the cards.
+            counter: Counts the tokens of pins.
+            settings: The cards settings.
+            pin_budget: The most tokens the user's pins may take.
+            chat: The chat model (the summariser's): it extracts cards, and ``recall`` asks it
+                to rewrite an input the rules cannot resolve. ``None``: rules only (offline).
+            summary: The summariser's settings: models, retries, timeouts and backoff of the
+                extraction and rewrite calls too.
+            on_extraction_event: Also receives every extraction event (all are logged).
 
         Raises:
             storage.EmbeddingModelMismatchError: the database holds another model's vectors.
         """
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
         self.index = CardIndex(store, embedder)
+        self._writer = CardWriter(self.index)
+        self._on_extraction_event = on_extraction_event
+        self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
         self._marks = ArchiveMarks(database)
         self._messages = messages
         self._counter = counter
         self._settings = settings
         #: The most tokens the user's pins may take in a request.
         self.pin_budget = pin_budget
+        self._rewriter = _rewrite_chain(chat, summary) if chat is not None else None
 
     @property
     def store(self) -> CardStore:
@@ -120,10 +162,16 @@ class LongTermMemory:
     def archive(
         self, user_id: str, session_id: str, after_seq: int, upto_seq: int | None
     ) -> tuple[list[Card], list[int]]:
-        """Store the turn cards and rule-extracted cards of messages ``after_seq < seq <= upto``.
+        """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
+        Cards are extracted by the chat model (by rules offline, or when every attempt failed),
+        one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages, each batch stored
+        once extracted; a card on the same subject and attribute as a valid one supersedes it
+        (``CardWriter``). A process killed midway leaves some cards stored and the archive mark
+        where it was: the retry reads the same range again.
         Idempotent: a card the user already has merges its sources, so running it twice over
-        the same messages adds nothing.
+        the same messages adds nothing (the model answers the same batch the same way at
+        temperature 0; a reworded card merges as a near-duplicate).
 
         Returns:
             The stored cards (existing ones included), and the seqs of the messages read in the
@@ -159,9 +207,32 @@ class LongTermMemory:
             if archived(stored)
         ]
         by_seq = {stored.seq: stored for stored, _ in turns}
-        drafts += [_stored_draft(session_id, draft, by_seq) for draft in extract_by_rules(sources)]
+        # The turns first: what was said is findable even if extraction then takes long.
+        cards = self._writer.write(user_id, drafts)
+        # One extraction per archived range (a fold or a session's end), never per message;
+        # each batch is stored as soon as it is extracted, in the order it was said.
+        for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
+            extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
+            extracted = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
+            cards += self._writer.write(user_id, extracted)
         seqs = [stored.seq for stored in loaded if archived(stored)]
-        return self.index.add(user_id, drafts), seqs
+        return cards, seqs
+
+    def _extraction_event(self, event: ExtractionEvent | RulesFallback) -> None:
+        """Log an extraction event and pass it on.
+
+        At INFO: the chain warns about failed attempts already, and the extractor about the
+        rules taking over; this line adds which messages the call was about.
+        """
+        if isinstance(event, ExtractionEvent):
+            logger.log(
+                logging.INFO,
+                "card extraction %s: model %s, %d messages, %d+%d tokens, %.2f s%s",
+                event.kind, event.model, event.messages, event.tokens_in, event.tokens_out,
+                event.duration_s, f", error: {event.error}" if event.error else "",
+            )  # fmt: skip
+        if self._on_extraction_event is not None:
+            self._on_extraction_event(event)
 
     def pin(
         self,
@@ -228,8 +299,13 @@ class LongTermMemory:
         until: datetime | None,
         min_score: float | None,
         include_superseded: bool,
+        now: datetime | None = None,
     ) -> list[ScoredCard]:
-        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``)."""
+        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``).
+
+        A query naming a time (``"last week"``, ``"in May 2023"``, ``"上个月"``) boosts the
+        cards said or happening then, resolved against ``now`` (the clock by default).
+        """
         return self.index.search(
             user_id,
             query,
@@ -240,6 +316,7 @@ class LongTermMemory:
             tags=tags,
             since=since,
             until=until,
+            during=time_range_of_query(query, now or datetime.now(UTC)),
             min_score=min_score,
             include_superseded=include_superseded,
         )
@@ -248,8 +325,11 @@ class LongTermMemory:
         """The memories of one request: pins first, then the cards best matching its input.
 
         The input is the newest user message of ``window``; the messages before it resolve its
-        references (``rewrite_query``, rules only). Cards all of whose sources are in the window
-        are left out: the model sees those messages already.
+        references (``rewrite_query``: rules, then the chat model when one is configured and the
+        rules cannot decide, then the input as written). The rewrite is searched, never shown:
+        the prompt keeps the user's message. A time the input names (``"last week"``) boosts
+        the cards of that time, counted from when the message was stored. Cards all of whose
+        sources are in the window are left out: the model sees those messages already.
         """
         pins = self.pins(user_id)
         memories = [_memory(card, 1.0) for card in pins]
@@ -260,8 +340,10 @@ class LongTermMemory:
         query: str | None = None
         method: str | None = None
         if last_user is not None and self._settings.k > 0:
-            text = window[last_user][1].text
-            rewrite = rewrite_query(text, [message for _, message in window[:last_user]])
+            stored, message = window[last_user]
+            rewrite = rewrite_query(
+                message.text, [m for _, m in window[:last_user]], chat=self._rewriter
+            )
             query, method = rewrite.query, rewrite.method
             in_window = {stored.id for stored, _ in window}
             pinned = {card.id for card in pins}
@@ -269,6 +351,7 @@ class LongTermMemory:
                 user_id,
                 query,
                 k=self._settings.k + len(pins) + 2 * len(window),
+                during=time_range_of_query(query, stored.created_at),
                 min_score=self._settings.min_score,
             )
             fresh = [
@@ -284,6 +367,23 @@ class LongTermMemory:
                 RecalledCard(hit.card.id, hit.score, False, hit.card.type) for hit in fresh
             ]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+
+def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain:
+    """The chain that rewrites queries: the summariser's model, one short attempt.
+
+    A user waits for ``prepare``: the summariser's six attempts of 60 s each would turn a slow
+    model into a minute-long request, while the original text is a fine query most of the time.
+    """
+    settings = summary or SummarySettings()
+    quick = settings.model_copy(
+        update={
+            "retries": 1,
+            "fallback_retries": 0,
+            "timeout": min(settings.timeout, REWRITE_TIMEOUT_S),
+        }
+    )
+    return LLMChain.for_settings(chat, quick, temperature=0.0)
 
 
 def _turn_card(
@@ -322,6 +422,8 @@ def _stored_draft(
         source_client_ids=[s.client_id for s in sources if s.client_id is not None],
         observed_at=draft.observed_at,
         occurred_at=draft.occurred_at,
+        subject=draft.subject,
+        attribute=draft.attribute,
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "CARDS",
     "CONSOLIDATE",
     "END_OF_SESSION",
+    "SHUTDOWN_GRACE_SECONDS",
     "IdleTask",
     "JobHandler",
     "Queue",
@@ -43,6 +44,12 @@ CARDS = "cards"
 
 #: The ``cards`` job parameter that archives the whole session, not only what was folded.
 END_OF_SESSION = "end"
+#: How long a job still running when the worker is asked to stop may take before its lease is
+#: released to other workers: shorter than the 10 s a container runtime waits before SIGKILL.
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+#: How often a running job's lease keeper looks whether the worker was asked to stop.
+_STOP_POLL_SECONDS = 0.25
 
 #: Runs one claimed job; raising re-queues it for a retry.
 JobHandler = Callable[[Job], None]
@@ -113,6 +120,10 @@ class _Ledger:
     def renew(self, job: Job) -> bool:
         return self._queue.renew(job, self.lease_seconds)
 
+    def release(self, job: Job) -> bool:
+        # A lease that ends now: the job is claimable at once, and our claim still fences.
+        return self._queue.renew(job, 0)
+
     def pending(self) -> int:
         return sum(self._queue.pending(kind) for kind in self._kinds)
 
@@ -133,6 +144,10 @@ class Worker:
         on_idle: run when no job is due (the first time this worker finds none, then at most
             every ``idle_task_seconds``); the jobs it queues are run next.
         idle_task_seconds: the least time between two runs of ``on_idle``.
+        shutdown_grace_seconds: once ``stop`` is set, how long the running job may take before
+            its lease is released, so another worker can take it over at once instead of
+            waiting for the lease to run out (the job goes on; its outcome is stored only if
+            no other worker claimed it meanwhile).
     """
 
     def __init__(
@@ -146,6 +161,7 @@ class Worker:
         max_outage_backoff_seconds: float = 30.0,
         on_idle: IdleTask | None = None,
         idle_task_seconds: float = IDLE_TASK_SECONDS,
+        shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS,
     ) -> None:
         self._handlers = dict(handlers)
         self._on_idle = on_idle
@@ -159,6 +175,11 @@ class Worker:
         #: A job that ran but whose outcome is not stored yet: (job, error or None).
         self._unsettled: tuple[Job, str | None] | None = None
         self._outage_tries = 0
+        self._shutdown_grace = shutdown_grace_seconds
+        #: The ``stop`` of the running ``run``: a job still running when it is set is released.
+        self._stop: threading.Event | None = None
+        #: Jobs whose lease was released because they outlasted the shutdown grace.
+        self.released = 0
         #: Jobs that raised, since this worker started (each was logged and re-queued).
         self.failures = 0
         #: Runs of the idle task that raised (each logged).
@@ -211,6 +232,7 @@ class Worker:
                 be reached (a script wants to know; a long-running worker waits it out).
         """
         failures_before = self.failures
+        self._stop = stop
         while not stop.is_set():
             try:
                 if self.run_once() or self._run_idle_task():
@@ -281,7 +303,18 @@ class Worker:
             thread.join()
 
     def _renew_until(self, job: Job, done: threading.Event) -> None:
-        while not done.wait(self._ledger.lease_seconds / 3):
+        renew_every = self._ledger.lease_seconds / 3
+        next_renewal = time.monotonic() + renew_every
+        while True:
+            if self._stop is not None and self._stop.is_set():
+                if not done.wait(self._shutdown_grace):
+                    self._release(job)
+                return
+            if done.wait(min(_STOP_POLL_SECONDS, max(next_renewal - time.monotonic(), 0))):
+                return
+            if time.monotonic() < next_renewal:
+                continue
+            next_renewal += renew_every
             try:
                 if not self._ledger.renew(job):
                     logger.warning("job %s: lease lost to another worker", job.id)
@@ -289,6 +322,22 @@ class Worker:
             except DatabaseUnavailableError as error:
                 # The job's own queries fail the same way; the main loop handles the outage.
                 logger.debug("job %s: lease not renewed: %s", job.id, error)
+
+    def _release(self, job: Job) -> None:
+        """Hand a job that outlasted the shutdown grace to the next worker that looks."""
+        try:
+            released = self._ledger.release(job)
+        except DatabaseUnavailableError as error:
+            logger.warning("job %s: lease not released (database unavailable): %s", job.id, error)
+            return
+        if released:
+            self.released += 1
+            logger.warning(
+                "job %s: still running %.0f s after the stop; its lease is released, so another "
+                "worker can take it over now",
+                job.id,
+                self._shutdown_grace,
+            )
 
     def _database_gone(self, error: DatabaseUnavailableError) -> float:
         """Log the outage once, and return how long to wait before the next try."""

@@ -1,5 +1,6 @@
 """``CardIndex``: cards embedded and keyword-indexed on the way in, hybrid search on the way out."""
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -11,11 +12,30 @@ from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
 from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
 
-__all__ = ["KEYWORD_WEIGHT", "CardDraft", "CardIndex", "ScoredCard"]
+__all__ = [
+    "KEYWORD_WEIGHT",
+    "NEAR_DUPLICATE_SIMILARITY",
+    "TIME_WEIGHT",
+    "CardDraft",
+    "CardIndex",
+    "ScoredCard",
+]
 
 #: Weight of the keyword ranking against the vector ranking (1.0) in the fusion; measured on
 #: LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
 KEYWORD_WEIGHT = 2.0
+
+#: Weight of the time-window ranking (cards said or happening when the query asks about) in
+#: the fusion; measured on LoCoMo (BENCHMARKS.md, "Time intent: boost, not filter").
+TIME_WEIGHT = 1.0
+#: Cosine similarity (MiniLM) at or above which a new card is the same statement as one the user
+#: has, provided both have the same keyword terms: its sources then merge into that card instead
+#: of a new card. Calibrated by ``python -m benchmarks.dedup`` (BENCHMARKS.md, "Near-duplicate
+#: cards"): cosine alone cannot tell "User is 34 years old" from "... 35 ..." (0.97) nor two
+#: Chinese preferences (0.99), which must supersede, not merge; with the terms guard no pair of
+#: different facts merged, and every rewording with the same words (articles, punctuation,
+#: tense) did down to 0.85.
+NEAR_DUPLICATE_SIMILARITY = 0.85
 
 # How many candidates each ranking contributes before fusion, at least.
 _MIN_CANDIDATES = 100
@@ -38,6 +58,8 @@ class CardDraft(_Record):
     observed_at: datetime | None = None
     occurred_at: datetime | None = None
     pinned: bool = False
+    subject: str | None = None
+    attribute: str | None = None
 
 
 class ScoredCard(_Record):
@@ -65,7 +87,9 @@ class CardIndex:
         embedder: Embedder,
         *,
         keyword_weight: float = KEYWORD_WEIGHT,
+        time_weight: float = TIME_WEIGHT,
         rrf_k: int = DEFAULT_RRF_K,
+        near_duplicate: float = NEAR_DUPLICATE_SIMILARITY,
     ) -> None:
         """Combine a card store with the embedder its vectors come from.
 
@@ -73,7 +97,10 @@ class CardIndex:
             store: The card store.
             embedder: The embedder; must be the model the store was opened with.
             keyword_weight: Weight of the keyword ranking in the fusion (the vector one is 1).
+            time_weight: Weight of the time-window ranking (``search``'s ``during``).
             rrf_k: The reciprocal-rank-fusion constant.
+            near_duplicate: The cosine similarity from which a new card merges into an
+                existing one (above 1 turns merging off).
 
         Raises:
             EmbedderMismatchError: The store was opened for another model or dimension.
@@ -86,7 +113,9 @@ class CardIndex:
         self._store = store
         self._embedder = embedder
         self._weights = (1.0, keyword_weight)
+        self._time_weight = time_weight
         self._rrf_k = rrf_k
+        self._near_duplicate = near_duplicate
 
     @property
     def store(self) -> CardStore:
@@ -96,8 +125,14 @@ class CardIndex:
     def add(self, user_id: str, drafts: Sequence[CardDraft]) -> list[Card]:
         """Embed, analyse and store cards (one embedding batch for all of them).
 
+        A near-duplicate is not stored again: a draft (not a turn, not pinned) with the same
+        keyword terms as one of the user's valid cards of the same type, or as an earlier draft
+        of the batch, and a cosine similarity to it of at least ``near_duplicate``, merges its
+        sources into that card. An identical card (same content hash) merges its sources in
+        the store, valid or not.
+
         Returns:
-            The stored cards in order; a card the user already had merges its sources.
+            The stored cards in order (a merged draft gives the card it merged into).
         """
         if not drafts:
             return []
@@ -106,7 +141,65 @@ class CardIndex:
             NewCard(**draft.model_dump(), embedding=vector, terms=term_frequencies(draft.text))
             for draft, vector in zip(drafts, vectors, strict=True)
         ]
-        return self._store.add(user_id, cards)
+        # Each draft's group leader: itself, an earlier near-duplicate draft, or a stored card.
+        leader: list[int] = list(range(len(cards)))
+        into: dict[int, int] = {}  # leader draft -> stored card id it merges into
+        for position, card in enumerate(cards):
+            if not _mergeable(card):
+                continue
+            twin = next(
+                (
+                    earlier
+                    for earlier in range(position)
+                    if leader[earlier] == earlier
+                    and _mergeable(cards[earlier])
+                    and cards[earlier].type == card.type
+                    and cards[earlier].terms.keys() == card.terms.keys()
+                    and _cosine(cards[earlier].embedding, card.embedding) >= self._near_duplicate
+                ),
+                None,
+            )
+            if twin is not None:
+                leader[position] = twin
+                continue
+            target = self._near_duplicate_of(user_id, card)
+            if target is not None:
+                into[position] = target
+        groups: dict[int, list[int]] = {}
+        for position, first in enumerate(leader):
+            groups.setdefault(first, []).append(position)
+        merged: dict[int, Card] = {}
+        new_leaders = [first for first in groups if first not in into]
+        stored = self._store.add(
+            user_id,
+            [
+                _with_sources(cards[first], [cards[i] for i in groups[first]])
+                for first in new_leaders
+            ],
+        )
+        merged.update(zip(new_leaders, stored, strict=True))
+        for first, card_id in into.items():
+            members = [cards[i] for i in groups[first]]
+            merged[first] = self._store.merge_sources(
+                user_id,
+                card_id,
+                message_ids=[m for c in members for m in c.source_message_ids],
+                client_ids=[c_id for c in members for c_id in c.source_client_ids],
+            )
+        return [merged[first] for first in leader]
+
+    def _near_duplicate_of(self, user_id: str, card: NewCard) -> int | None:
+        """The id of the user's valid card of the same type that ``card`` merely rewords."""
+        nearest = self._store.search_vector(
+            user_id, card.embedding, limit=3, where=CardFilter(types=(card.type,))
+        )
+        close = [m.card_id for m in nearest if m.score >= self._near_duplicate]
+        # Same words (stems, CJK bigrams) too: a changed value ("34" -> "35", 茶 -> 咖啡) can
+        # sit as close as a rewording in MiniLM, but it changes the terms.
+        for stored in self._store.get_many(user_id, close):
+            if term_frequencies(stored.text).keys() == card.terms.keys():
+                return stored.id
+        return None
 
     def search(
         self,
@@ -120,6 +213,7 @@ class CardIndex:
         tags: Sequence[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        during: tuple[datetime, datetime] | None = None,
         min_score: float | None = None,
         include_superseded: bool = False,
         diversify: bool = True,
@@ -127,8 +221,9 @@ class CardIndex:
         """Return the user's ``k`` cards best matching ``query``, best first.
 
         The vector ranking (cosine) and the keyword ranking (BM25 over ``analyze``'s terms)
-        each contribute their top candidates; they are fused by weighted reciprocal rank.
-        Every filter is applied in SQL, inside both rankings.
+        each contribute their top candidates; with ``during``, a third ranking holds the
+        nearest cards said or happening in that window. They are fused by weighted reciprocal
+        rank. Every filter is applied in SQL, inside every ranking.
 
         Args:
             user_id: The owner; no other user's card is ever returned.
@@ -140,6 +235,9 @@ class CardIndex:
             tags: Only cards carrying all these tags.
             since: Only cards whose time (occurred, else observed) is at or after this.
             until: Only cards whose time is before this.
+            during: The half-open time window the query asks about (``"last week"``): cards
+                said or happening in it are boosted, never required: a window that holds
+                nothing relevant (a date resolved against the wrong "now") changes nothing.
             min_score: Drop cards whose cosine similarity to the query is below this.
             include_superseded: Also search cards a newer card replaced.
             diversify: Skip a card all of whose sources are in cards ranked above it (turn
@@ -160,25 +258,32 @@ class CardIndex:
             until=until,
             include_superseded=include_superseded,
         )
-        limit = max(_MIN_CANDIDATES, 5 * k)
         [vector] = self._embedder.embed([query])
-        dense = self._store.search_vector(user_id, vector, limit=limit, where=where)
-        keyword = self._store.search_keywords(user_id, analyze(query), limit=limit, where=where)
-        similarity = {match.card_id: match.score for match in dense}
-        missing = [m.card_id for m in keyword if m.card_id not in similarity]
-        similarity.update(self._store.similarities(user_id, vector, missing))
-        bm25 = {match.card_id: match.score for match in keyword}
-        fused = weighted_rrf(
-            [[m.card_id for m in dense], [m.card_id for m in keyword]],
-            self._weights,
-            k=self._rrf_k,
-        )
+        found = self._store.candidates(
+            user_id, vector, analyze(query), limit=max(_MIN_CANDIDATES, 5 * k), where=where,
+            during=during,
+        )  # fmt: skip
+        rankings = [[m.card_id for m in found.dense], [m.card_id for m in found.keyword]]
+        fused = weighted_rrf(rankings, self._weights, k=self._rrf_k)
+        if during is not None and found.timed:
+            # The window's cards in the order the query ranks them (then the window's other
+            # near cards): a boost that keeps relevance first among the cards of that time,
+            # rather than lifting whatever was said then (measured: BENCHMARKS.md).
+            timed = {m.card_id for m in found.timed}
+            in_window = [card_id for card_id, _ in fused if card_id in timed]
+            in_window += [m.card_id for m in found.timed if m.card_id not in set(in_window)]
+            fused = weighted_rrf(
+                [*rankings, in_window], [*self._weights, self._time_weight], k=self._rrf_k
+            )
+        # Scores are scaled so that first in the vector and keyword rankings is 1, with or
+        # without a time window: a score means the same whatever the query said about time.
         best = sum(self._weights) / (self._rrf_k + 1)
         ranked = [
-            (card_id, score / best)
+            (card_id, min(1.0, score / best))
             for card_id, score in fused
-            if min_score is None or similarity.get(card_id, -1.0) >= min_score
+            if min_score is None or found.similarity.get(card_id, -1.0) >= min_score
         ]
+        bm25 = {match.card_id: match.score for match in found.keyword}
         chosen: list[ScoredCard] = []
         covered: set[str] = set()
         # Cards are fetched a few more than k at a time: diversifying may skip some.
@@ -197,7 +302,7 @@ class CardIndex:
                     ScoredCard(
                         card=card,
                         score=score,
-                        similarity=similarity.get(card_id, 0.0),
+                        similarity=found.similarity.get(card_id, 0.0),
                         keyword_score=bm25.get(card_id, 0.0),
                     )
                 )
@@ -227,6 +332,31 @@ class CardIndex:
             for m in matches
             if m.card_id in cards
         ]
+
+
+def _mergeable(card: NewCard) -> bool:
+    """Whether a new card may merge into a near-duplicate: turns are what was said (every one
+    is kept), and a pin is the user's explicit word."""
+    return card.type != "turn" and not card.pinned
+
+
+def _cosine(first: Sequence[float], second: Sequence[float]) -> float:
+    norm = math.sqrt(math.fsum(v * v for v in first) * math.fsum(v * v for v in second))
+    return math.fsum(a * b for a, b in zip(first, second, strict=True)) / norm if norm else 0.0
+
+
+def _with_sources(card: NewCard, members: Sequence[NewCard]) -> NewCard:
+    """``card`` with the sources of every member of its group (itself first)."""
+    return card.model_copy(
+        update={
+            "source_message_ids": list(
+                dict.fromkeys(m for c in members for m in c.source_message_ids)
+            ),
+            "source_client_ids": list(
+                dict.fromkeys(i for c in members for i in c.source_client_ids)
+            ),
+        }
+    )
 
 
 def _sources(card: Card) -> set[str]:

@@ -34,6 +34,9 @@ class NewCard(_Record):
         observed_at: When it was said; the database clock when None.
         occurred_at: When it happened, where the text says so.
         pinned: Whether it is always in the context.
+        subject: Who or what it is about (``user``, ``team``), if known.
+        attribute: Which property of the subject it sets (``city``); a newer card with the
+            same subject and attribute may supersede it.
     """
 
     type: CardType
@@ -48,6 +51,8 @@ class NewCard(_Record):
     observed_at: datetime | None = None
     occurred_at: datetime | None = None
     pinned: bool = False
+    subject: str | None = None
+    attribute: str | None = None
 
 
 class Card(_Record):
@@ -69,6 +74,8 @@ class Card(_Record):
     superseded_by: int | None
     pinned: bool
     created_at: datetime
+    subject: str | None = None
+    attribute: str | None = None
 
 
 class CardMatch(_Record):

@@ -6,6 +6,8 @@ vector and the keyword terms of each card, and the same for queries.
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Row, bindparam, text
@@ -22,6 +24,7 @@ from storage.card_records import (
     content_hash,
     filter_sql,
 )
+from storage.card_search import Candidates, candidate_sql
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
@@ -29,6 +32,7 @@ from storage.migrations import EMBEDDING_DIM
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "Candidates",
     "Card",
     "CardFilter",
     "CardMatch",
@@ -60,7 +64,8 @@ _NO_FILTER = CardFilter()
 
 _CARD_COLUMNS = (
     "id, user_id, type, text, topic, tags, session_id, source_message_ids, source_client_ids, "
-    "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at"
+    "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at, "
+    "subject, attribute"
 )
 
 
@@ -208,6 +213,71 @@ class CardStore:
             raise LookupError(f"user {user_id!r} has no card {old_id} or no card {new_id}")
         return _card(row)
 
+    def revive(self, user_id: str, card_id: int, valid_from: datetime | None = None) -> Card:
+        """Make a superseded card valid again: the fact it states came back.
+
+        Its validity restarts at ``valid_from`` (the database clock when None), so the card
+        that superseded it in between can be closed at that time in turn.
+
+        Raises:
+            LookupError: The card is not one of the user's.
+        """
+        with self._database.transaction() as session:
+            row = session.execute(
+                text(
+                    "UPDATE cards SET valid_to = NULL, superseded_by = NULL, "
+                    "valid_from = greatest(valid_from, coalesce(:valid_from, now())) "
+                    f"WHERE user_id = :user_id AND id = :id RETURNING {_CARD_COLUMNS}"
+                ),
+                {"valid_from": valid_from, "user_id": user_id, "id": card_id},
+            ).one_or_none()
+        if row is None:
+            raise LookupError(f"user {user_id!r} has no card {card_id}")
+        return _card(row)
+
+    def merge_sources(
+        self,
+        user_id: str,
+        card_id: int,
+        *,
+        message_ids: Sequence[int] = (),
+        client_ids: Sequence[str] = (),
+    ) -> Card:
+        """Add sources to an existing card (a near-duplicate said again); nothing else changes.
+
+        Raises:
+            LookupError: The card is not one of the user's.
+        """
+        statement = text(
+            f"""
+            UPDATE cards SET
+                source_message_ids = ARRAY(
+                    SELECT DISTINCT unnest(source_message_ids || :message_ids) ORDER BY 1
+                ),
+                source_client_ids = ARRAY(
+                    SELECT DISTINCT unnest(source_client_ids || :client_ids) ORDER BY 1
+                )
+            WHERE user_id = :user_id AND id = :id
+            RETURNING {_CARD_COLUMNS}
+            """
+        ).bindparams(
+            bindparam("message_ids", type_=ARRAY(BigInteger)),
+            bindparam("client_ids", type_=ARRAY(Text)),
+        )
+        with self._database.transaction() as session:
+            row = session.execute(
+                statement,
+                {
+                    "message_ids": list(message_ids),
+                    "client_ids": list(client_ids),
+                    "user_id": user_id,
+                    "id": card_id,
+                },
+            ).one_or_none()
+        if row is None:
+            raise LookupError(f"user {user_id!r} has no card {card_id}")
+        return _card(row)
+
     def set_pinned(self, user_id: str, card_id: int, pinned: bool) -> Card:
         """Pin or unpin a card.
 
@@ -263,6 +333,11 @@ class CardStore:
                 {"user_id": user_id, "ids": ids},
             )
             _bump_stats(connection, user_id, -len(gone), -sum(r.keyword_length for r in gone))
+            # A user with no card left keeps no statistics either (forget leaves nothing).
+            connection.execute(
+                text("DELETE FROM card_stats WHERE user_id = :user_id AND cards <= 0"),
+                {"user_id": user_id},
+            )
         return len(gone)
 
     # --- reading --------------------------------------------------------------------------
@@ -298,6 +373,64 @@ class CardStore:
             params["limit"] = limit
         with self._database.reading() as connection:
             return [_card(row) for row in connection.execute(text(sql), params)]
+
+    def current_keyed(
+        self,
+        user_id: str,
+        keys: Iterable[tuple[str, str]],
+        *,
+        prefixes: Iterable[tuple[str, str]] = (),
+    ) -> list[Card]:
+        """Return the user's valid cards with one of the given (subject, attribute) pairs.
+
+        What a new card on the same subject and attribute may supersede; served by the partial
+        index on (user_id, subject, attribute) of valid cards.
+
+        Args:
+            user_id: The owner.
+            keys: (subject, attribute) pairs matched exactly.
+            prefixes: (subject, attribute prefix) pairs: an attribute starting with the prefix
+                matches (task attributes ``task:...`` are compared word by word by the caller).
+
+        Returns:
+            The cards, oldest first (by id).
+        """
+        exact, starts = sorted(set(keys)), sorted(set(prefixes))
+        if not exact and not starts:
+            return []
+        statement = text(
+            f"""
+            SELECT {_CARD_COLUMNS} FROM cards AS c
+            WHERE c.user_id = :user_id AND c.valid_to IS NULL AND c.subject IS NOT NULL AND (
+                (c.subject, c.attribute) IN (
+                    SELECT k.subject, k.attribute
+                    FROM unnest(:subjects, :attributes) AS k(subject, attribute)
+                )
+                OR EXISTS (
+                    SELECT 1 FROM unnest(:prefix_subjects, :prefixes) AS p(subject, prefix)
+                    WHERE c.subject = p.subject AND starts_with(c.attribute, p.prefix)
+                )
+            )
+            ORDER BY c.id
+            """
+        ).bindparams(
+            *(
+                bindparam(name, type_=ARRAY(Text))
+                for name in ("subjects", "attributes", "prefix_subjects", "prefixes")
+            )
+        )
+        with self._database.reading() as connection:
+            rows = connection.execute(
+                statement,
+                {
+                    "user_id": user_id,
+                    "subjects": [subject for subject, _ in exact],
+                    "attributes": [attribute for _, attribute in exact],
+                    "prefix_subjects": [subject for subject, _ in starts],
+                    "prefixes": [prefix for _, prefix in starts],
+                },
+            ).all()
+        return [_card(row) for row in rows]
 
     def count(self, user_id: str) -> int:
         """Return how many cards the user has, superseded ones included."""
@@ -364,6 +497,62 @@ class CardStore:
             with self._database.reading() as connection:
                 rows = connection.execute(text(exact_sql), params).all()
         return [CardMatch(card_id=row.id, score=1.0 - float(row.distance)) for row in rows]
+
+    def candidates(
+        self,
+        user_id: str,
+        embedding: Sequence[float],
+        terms: Iterable[str],
+        *,
+        limit: int,
+        where: CardFilter = _NO_FILTER,
+        during: tuple[datetime, datetime] | None = None,
+    ) -> Candidates:
+        """Return the candidates of a hybrid search: the rankings ``search_vector`` and
+        ``search_keywords`` give, the nearest cards of a time window, and every similarity.
+
+        One statement for a user with at most ``EXACT_SCAN_MAX_CARDS`` cards (the request
+        path's common case); a bigger user's vector ranking walks the HNSW index in a second
+        one, with ``search_vector``'s fallback, so no ranking is ever cut short by the index.
+
+        Args:
+            user_id: The owner.
+            embedding: The query vector (scaled to unit length here).
+            terms: The query's keyword terms (repeats are ignored).
+            limit: How many candidates each ranking contributes at most.
+            where: Filters, applied inside every ranking.
+            during: A half-open time window: the ``timed`` ranking holds the user's cards
+                said (``observed_at``) or happening (``occurred_at``) in it, nearest first.
+
+        Returns:
+            The rankings, best first, and the cosine similarity of every candidate.
+        """
+        wanted = sorted(set(terms))
+        sql, params = candidate_sql(where, dense=True, keywords=bool(wanted), during=during)
+        params.update(
+            user_id=user_id,
+            query=_vector(_unit(embedding)),
+            limit=limit,
+            exact_max=EXACT_SCAN_MAX_CARDS,
+            terms=wanted,
+            k1=BM25_K1,
+            b=BM25_B,
+        )
+        window = 4 * limit
+        with self._database.reading() as connection:
+            while True:
+                params["window"] = window
+                found = _candidates(connection.execute(text(sql), params).all())
+                # Filters dropped so many of the best-scored cards that fewer than ``limit``
+                # are left: widen the window while more scored cards exist.
+                if not wanted or len(found.keyword) >= limit or window >= found.scored:
+                    break
+                window *= 4
+        if found.cards > EXACT_SCAN_MAX_CARDS:
+            dense = self.search_vector(user_id, embedding, limit=limit, where=where, method="index")
+            similarity = {**found.similarity, **{m.card_id: m.score for m in dense}}
+            return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
+        return Candidates(found.dense, found.keyword, found.timed, found.similarity, found.cards)
 
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]
@@ -452,6 +641,31 @@ class CardStore:
         return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class _Found(Candidates):
+    scored: int = 0
+
+
+def _candidates(rows: Sequence[Row[Any]]) -> _Found:
+    """Split ``candidate_sql``'s rows into rankings, each ordered by its rank."""
+    rankings: dict[str, list[tuple[int, CardMatch]]] = {"d": [], "k": [], "t": []}
+    similarity: dict[int, float] = {}
+    cards = scored = 0
+    for row in rows:
+        if row.ranking == "n":
+            cards, scored = int(row.score), int(row.rank)
+        elif row.ranking == "s":
+            similarity[row.id] = float(row.score)
+        else:
+            rankings[row.ranking].append((row.rank, CardMatch(card_id=row.id, score=row.score)))
+            if row.ranking != "k":
+                similarity[row.id] = float(row.score)
+    dense, keyword, timed = (
+        [m for _, m in sorted(rankings[r], key=lambda item: item[0])] for r in ("d", "k", "t")
+    )
+    return _Found(dense, keyword, timed, similarity, cards, scored)
+
+
 def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:
     """Insert one card or merge its sources into the existing one; say whether it was new."""
     statement = text(
@@ -459,13 +673,15 @@ def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tu
         INSERT INTO cards (
             user_id, type, text, topic, tags, session_id, source_message_ids,
             source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
-            embedding, keyword_length
+            embedding, keyword_length, subject, attribute
         ) VALUES (
             :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
             coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
-            :pinned, :hash, CAST(:embedding AS vector), :keyword_length
+            :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute
         )
         ON CONFLICT (user_id, content_hash) DO UPDATE SET
+            subject = coalesce(cards.subject, excluded.subject),
+            attribute = coalesce(cards.attribute, excluded.attribute),
             source_message_ids = ARRAY(
                 SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
                 ORDER BY 1
@@ -499,6 +715,8 @@ def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tu
                 "hash": key,
                 "embedding": _vector(_unit(card.embedding)),
                 "keyword_length": sum(card.terms.values()),
+                "subject": card.subject,
+                "attribute": card.attribute,
             },
         ).one()
     except IntegrityError as error:

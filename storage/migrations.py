@@ -301,6 +301,34 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        8,
+        "card subjects and attributes",
+        (
+            # What a card is about and which property it sets: a newer card with the same pair
+            # supersedes the older one, so the writer looks up a user's valid cards by the pair.
+            "ALTER TABLE cards ADD COLUMN subject text, ADD COLUMN attribute text",
+            """
+            CREATE INDEX ix_cards_user_subject_attribute ON cards (user_id, subject, attribute)
+            WHERE valid_to IS NULL AND subject IS NOT NULL
+            """,
+        ),
+    ),
+    Migration(
+        9,
+        "card vectors covering index",
+        (
+            # The exact per-user vector scan reads every current card of the user: from the
+            # heap it deforms 17 columns per row to reach the vector (and, for a card whose
+            # text pushes the row past 2 kB, fetches the vector from TOAST). This index holds
+            # the vector next to the user, so the scan is index-only (BENCHMARKS.md, "Card
+            # search latency").
+            """
+            CREATE INDEX ix_cards_user_current_vectors ON cards (user_id)
+            INCLUDE (id, embedding) WHERE valid_to IS NULL
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

@@ -123,7 +123,7 @@ class SummaryRow(Base):
 
 
 class CardRow(Base):
-    """A long-term memory card of one user, with its embedding (migration 5)."""
+    """A long-term memory card of one user, with its embedding (migrations 5 and 8)."""
 
     __tablename__ = "cards"
     __table_args__ = (
@@ -137,6 +137,13 @@ class CardRow(Base):
         Index("ix_cards_user_observed", "user_id", "observed_at"),
         Index("ix_cards_user_occurred", "user_id", "occurred_at"),
         Index("ix_cards_user_pinned", "user_id", postgresql_where=sql_text("pinned")),
+        Index(
+            "ix_cards_user_subject_attribute",
+            "user_id",
+            "subject",
+            "attribute",
+            postgresql_where=sql_text("valid_to IS NULL AND subject IS NOT NULL"),
+        ),
         Index(
             "ix_cards_embedding_hnsw",
             "embedding",
@@ -166,6 +173,9 @@ class CardRow(Base):
     superseded_by: Mapped[int | None] = mapped_column(BigInteger)
     pinned: Mapped[bool] = mapped_column(server_default=sql_text("false"))
     content_hash: Mapped[str] = mapped_column(Text)
+    # Migration 8: who or what the card is about, and which of its properties it sets.
+    subject: Mapped[str | None] = mapped_column(Text)
+    attribute: Mapped[str | None] = mapped_column(Text)
     embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM))
     keyword_length: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())

@@ -20,7 +20,7 @@ __all__ = ["CHINESE_RULES"]
 CHINESE_RULES: list[Rule] = []
 
 #: A value: everything up to the next punctuation mark (ASCII or full-width) or space.
-VALUE = r"(?P<v>[^\uff0c\u3002\uff01\uff1f\uff1b\u3001\uff1a,.!?;:\s]+)"
+VALUE = r"\s*(?P<v>[^\uff0c\u3002\uff01\uff1f\uff1b\u3001\uff1a,.!?;:\s]+)"
 # Words that start a new phrase after a value; the value is cut before the first of them.
 _STOPS = (
     "今年", "现在", "目前", "已经", "因为", "所以", "但是", "不过", "而且", "并且", "然后",

@@ -197,7 +197,7 @@ def _day_month_year(match: re.Match[str], today: date, past: bool) -> _Period | 
     return _in_year(today, month, int(match[1]), past)
 
 
-@_rule(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_DAY_SUFFIX}\b(?:,?\s+(\d{{4}})\b)?")
+@_rule(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_DAY_SUFFIX}\b(?:(?:\s*,\s*|\s+)(\d{{4}})\b)?")
 def _month_day_year(match: re.Match[str], today: date, past: bool) -> _Period | None:
     month = _MONTHS[match[1].lower()]
     if match[3]:
@@ -325,8 +325,16 @@ def _cjk_ago(match: re.Match[str], today: date, past: bool) -> _Period | None:
     return _shift(today, -_number(match[1]), _UNIT[match[2]])
 
 
-def _find(text: str, reference: datetime, past: bool) -> tuple[_Period, str] | None:
+_YEAR = re.compile(r"\d{4}")
+
+
+def _find(
+    text: str, reference: datetime, past: bool, *, dated_first: bool = False
+) -> tuple[_Period, str] | None:
     """The first date phrase of ``text`` (the longest one where several start at one place).
+
+    With ``dated_first``, a phrase naming its year wins over any that does not: in "what did
+    she finish last Friday, on 23 January 2022?" the question is about 23 January 2022.
 
     A phrase that reads as a date but is none (``31 February 2023``) hides the shorter phrases
     inside it (``February 2023``): the text names an impossible day, not a month.
@@ -349,6 +357,8 @@ def _find(text: str, reference: datetime, past: bool) -> tuple[_Period, str] | N
             for start, end in impossible
         )
     ]
+    if dated_first and any(_YEAR.search(item[3]) for item in possible):
+        possible = [item for item in possible if _YEAR.search(item[3])]
     if not possible:
         return None
     _, _, period, phrase = min(possible, key=lambda item: (item[0], item[0] - item[1]))
@@ -390,7 +400,8 @@ def time_range_of_query(query: str, now: datetime) -> tuple[datetime, datetime] 
     """The time a question asks about, as a half-open ``[since, until)`` range, if it names one.
 
     ``"what did we decide last week?"`` gives last Monday to this Monday; ``"in May"`` the latest
-    May that has begun; ``"上个月"`` last month; ``"去年"`` last year.
+    May that has begun; ``"上个月"`` last month; ``"去年"`` last year. A date with its year wins
+    over relative words (``"last week, as mentioned on 6 November 2023"`` is about that day).
 
     Args:
         query: the user's (rewritten) question.
@@ -399,7 +410,7 @@ def time_range_of_query(query: str, now: datetime) -> tuple[datetime, datetime] 
     Returns:
         ``(since, until)`` at midnight in ``now``'s time zone, or ``None`` for no time intent.
     """
-    found = _find(query, now, past=True)
+    found = _find(query, now, past=True, dated_first=True)
     if found is None:
         return None
     period = found[0]

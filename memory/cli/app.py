@@ -9,8 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from memory.cli.base import EXIT_PROBLEM, CommandError, Handler
+from memory.cli.chat import register_chat
 from memory.cli.demo import register_demo
+from memory.cli.doctor import register_doctor
 from memory.cli.eval import register_eval
+from memory.cli.forget import register_forget
 from memory.cli.inspect import register_inspect
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
@@ -41,6 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Every subcommand is registered here, and only here.
-    for register in (register_inspect, register_demo, register_worker, register_eval):
+    for register in (
+        register_inspect,
+        register_demo,
+        register_worker,
+        register_eval,
+        register_doctor,
+        register_forget,
+        register_chat,
+    ):
         register(subcommands)
     return parser

@@ -1,130 +1,277 @@
-"""``stratamem demo``: a scripted conversation through ``Memory``, offline, on the embedded DB."""
+"""``stratamem demo``: all four layers on a scripted long conversation, offline by default.
+
+Three sessions of an on-call assistant (facts and preferences in English and Chinese, one
+changed later, a pinned rule, ops turns with tool calls) go through ``Memory`` on the embedded
+database; then a new session weeks later asks about what was said in the first. The demo shows
+what each request sends against the whole history, the layers of the last request, the summary
+and its boundary, the recalled cards, the superseded one, the pin and the assembled prompt.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
 import uuid
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memory.cli.base import Subcommands
+from memory.cli.base import EXIT_OK, Subcommands
+from memory.cli.demo_script import QUESTIONS, SYSTEM, ScriptSession, demo_script, questions_session
+from memory.context.assembler import AssembledContext
 from memory.context.cut import preview
 from memory.context.messages import Message
 from memory.facade import Memory
+from storage import Card, StoredMessage
 
-__all__ = ["demo_turn", "register_demo"]
+__all__ = ["register_demo", "sparkline"]
 
-DEMO_SYSTEM = "You are Ops Copilot, the on-call assistant of a small e-commerce team."
-DEMO_FACTS = (
-    "Our checkout service runs in eu-west-1 on three nodes.",
-    "I prefer answers in bullet points, please.",
-    "The payment provider is Stripe; the timeout to it is 2 seconds.",
-    "We deploy every weekday at 09:30 UTC.",
-    "The on-call phone number changed to the team rota this week.",
-    "Keep the error budget for checkout at 99.9% availability.",
-)
+_BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
 def register_demo(subcommands: Subcommands) -> None:
-    """Add ``stratamem demo``: a scripted conversation through ``Memory``, offline."""
+    """Add ``stratamem demo``."""
     demo = subcommands.add_parser(
         "demo",
-        help="run a scripted conversation through Memory on the embedded database, offline",
-        description="Run a scripted 30-turn conversation with tool calls through Memory on the "
-        "embedded Postgres (or STRATAMEM_DATABASE_URL), with no LLM: the window, the hard cap "
-        "and the rolling summary (as a raw archive) at work on a small context window.",
+        help="all four layers on a scripted long conversation, offline, on the embedded database",
+        description="Play a scripted conversation of three sessions (facts in English and "
+        "Chinese, one changed later, a pin, ops turns with tool calls) through Memory, then ask "
+        "about it in a new session; show what each request sends, the summary, the recalled "
+        "cards and the assembled prompt. Offline unless --llm.",
     )
-    demo.add_argument("--turns", type=int, default=30, help="turns to play (default 30)")
+    demo.add_argument("--turns", type=_count, default=70, help="ops turns per session (default 70)")
     demo.add_argument("--data-dir", type=Path, help="embedded database folder")
+    demo.add_argument(
+        "--llm",
+        action="store_true",
+        help="use the configured LLM (OPENAI_BASE_URL, OPENAI_API_KEY) for summaries",
+    )
     demo.set_defaults(handler=_run_demo)
 
 
-def demo_turn(turn: int) -> tuple[str, list[dict[str, Any]]]:
-    """The user's input of one scripted turn, and the assistant's messages that answer it."""
-    if turn < len(DEMO_FACTS):
-        return DEMO_FACTS[turn], [
-            {"role": "assistant", "content": "Noted, I will keep that in mind."}
-        ]
-    call_id = f"call_{turn}"
-    question = f"Turn {turn}: checkout p95 latency looks high again. What do the logs say?"
-    log = "\n".join(
-        f"2026-11-29T09:{turn % 60:02d}:{second:02d}Z checkout-{second % 3} WARN "
-        f"payment call took {1800 + 7 * second} ms (order {turn * 1000 + second})"
-        for second in range(8)
-    )
-    return question, [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "search_logs", "arguments": '{"service": "checkout"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": call_id, "content": log},
-        {
-            "role": "assistant",
-            "content": f"Turn {turn}: payment calls are close to the 2 s timeout on all nodes.",
-        },
-    ]
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {number}")
+    return number
+
+
+def sparkline(values: Sequence[int], *, width: int, top: int) -> str:
+    """``values`` as one line of block characters, ``width`` wide at most, scaled to ``top``."""
+    if not values:
+        return ""
+    size = -(-len(values) // width)  # each character is the largest value of its bucket
+    buckets = [max(values[i : i + size]) for i in range(0, len(values), size)]
+    scale = (len(_BLOCKS) - 1) / max(top, 1)
+    # A value above zero shows as at least the lowest block: small is not nothing.
+    levels = [min(len(_BLOCKS) - 1, max(round(v * scale), v > 0)) for v in buckets]
+    return "".join(_BLOCKS[level] for level in levels)
 
 
 def _run_demo(args: argparse.Namespace, out: Console) -> int:
     options: dict[str, Any] = {"data_dir": args.data_dir} if args.data_dir else {}
-    # Offline on purpose, whatever the environment says: no key, no endpoint.
+    if not args.llm:  # offline on purpose, whatever the environment says
+        options |= {"llm_api_key": None, "llm_base_url": None}
     with Memory.open(
-        context_window=2_048,
-        max_output=256,
-        summary={"mode": "inline"},
-        llm_api_key=None,
-        llm_base_url=None,
-        **options,
+        context_window=4_096, max_output=512, summary={"mode": "inline"}, **options
     ) as mem:
-        user_id, session_id = "demo-user", f"demo-{uuid.uuid4().hex[:8]}"
-        budget = mem.budget
-        title = (
-            f"{args.turns} turns; window {budget.context_window:,} tokens, history budget "
-            f"{budget.history:,} (after {budget.reserved_output:,} for the answer and a "
-            f"{budget.safety_margin:,} margin)"
-        )
-        table = Table(box=box.SIMPLE_HEAD, title=title)
-        for name in ("turn", "stored", "summary", "tokens", "window", "sent", "dropped"):
-            table.add_column(name, justify="right")
-        for turn in range(args.turns):
-            question, answer = demo_turn(turn)
-            context = mem.prepare(
-                user_id=user_id, session_id=session_id, input=question, system=DEMO_SYSTEM
-            )
-            mem.record(user_id=user_id, session_id=session_id, messages=answer)
-            report = context.report
-            summary = report.summary
-            table.add_row(
-                str(turn),
-                str(len(mem.history(user_id=user_id, session_id=session_id))),
-                f"{summary.kind}, {summary.covered} msgs" if summary else "-",
-                str(report.tokens.summary),
-                str(report.tokens.window),
-                f"{report.tokens.total}/{report.budget}",
-                str(len(report.dropped)),
-            )
-        out.print(table)
-        out.print("[bold]The last request, as sent:[/]")
-        for message in map(Message.from_openai, context.messages):
-            calls = [f"calls {call.function.name}()" for call in message.tool_calls or ()]
-            text = message.text or " ".join(calls)
-            out.print(f"  {message.role:>9}  {preview(text, 64)}", highlight=False)
-        stored = mem.history(user_id=user_id, session_id=session_id)
+        user_id = f"demo-{uuid.uuid4().hex[:8]}"
+        llm = mem.settings.llm_base_url if mem.settings.llm_configured else None
+        out.print(_intro(mem, llm))
+        started = time.monotonic()
+        mem.search(user_id=user_id, query="warm up")  # loads the embedding model once
+        out.print(f"embedding model loaded in {time.monotonic() - started:.1f} s", style="dim")
+        started = time.monotonic()
+        sessions = demo_script(args.turns)
+        history, sent = _play(mem, user_id, sessions, out)
+        out.print(_growth(history, sent, mem.budget.context_window))
+        asked = _ask(mem, user_id, questions_session(), out)
+        _show_state(mem, user_id, sessions[-1].id, asked, out)
+        where = mem.settings.data_dir if mem.settings.database_url is None else "the database"
         out.print(
-            f"{len(stored)} messages stored in session {session_id} (none deleted); the last "
-            f"request carried {context.report.tokens.total} tokens of a "
-            f"{context.report.budget}-token budget.",
+            f"\nplayed {len(history) + len(QUESTIONS)} turns in {time.monotonic() - started:.1f} s."
+            f" The data lives in {where} (user {user_id}). Remove it with "
+            f"[bold]stratamem forget --user {user_id} --yes[/]"
+            + (
+                f", or everything with [bold]rm -rf {where}[/]." if where != "the database" else "."
+            ),
             highlight=False,
         )
-    return 0
+    return EXIT_OK
+
+
+def _intro(mem: Memory, llm: str | None) -> Panel:
+    budget = mem.budget
+    mode = (
+        f"summaries by the LLM at {llm}"
+        if llm
+        else "offline: no LLM, summaries are raw archives, cards come from the rule extractor"
+    )
+    return Panel(
+        f"window {budget.context_window:,} tokens, history budget {budget.history:,}; {mode}",
+        title="stratamem demo",
+        title_align="left",
+    )
+
+
+def _play(
+    mem: Memory, user_id: str, sessions: Sequence[ScriptSession], out: Console
+) -> tuple[list[int], list[int]]:
+    """Play every session; the whole history's tokens and the request's tokens per turn."""
+    history: list[int] = []
+    sent: list[int] = []
+    total = 0
+    with Progress(
+        TextColumn("{task.description:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+    ) as progress:
+        for session in sessions:
+            task = progress.add_task(
+                f"session {session.id} ({session.language})", total=len(session.turns)
+            )
+            if session.pin:
+                mem.pin(user_id=user_id, text=session.pin, session_id=session.id)
+            for context, recorded in _turns(mem, user_id, session):
+                total += context.report.tokens.input + sum(m.tokens for m in recorded)
+                history.append(total)
+                sent.append(context.report.tokens.total)
+                progress.advance(task)
+            mem.end_session(user_id=user_id, session_id=session.id)
+    return history, sent
+
+
+def _turns(
+    mem: Memory, user_id: str, session: ScriptSession
+) -> Iterator[tuple[AssembledContext, list[StoredMessage]]]:
+    """Each turn of ``session``: prepare the input, record the replies; yields both."""
+    for n, turn in enumerate(session.turns):
+        moment = session.start + timedelta(minutes=2 * n)
+        stamp = moment.isoformat()
+        context = mem.prepare(
+            user_id=user_id,
+            session_id=session.id,
+            input={
+                "role": "user",
+                "content": turn.input,
+                "id": f"{session.id}-{n}u",
+                "timestamp": stamp,
+            },
+            system=SYSTEM,
+        )
+        replies = [
+            reply
+            | {
+                "id": f"{session.id}-{n}a{i}",
+                "timestamp": (moment + timedelta(seconds=i + 1)).isoformat(),
+            }
+            for i, reply in enumerate(turn.replies)
+        ]
+        yield context, mem.record(user_id=user_id, session_id=session.id, messages=replies)
+
+
+def _growth(history: list[int], sent: list[int], window: int) -> Table:
+    top = max(history)
+    table = Table(box=box.SIMPLE_HEAD, title="tokens per turn", title_justify="left")
+    table.add_column("")
+    table.add_column(f"over {len(history)} turns")
+    table.add_column("last", justify="right")
+    table.add_row("whole history", sparkline(history, width=48, top=top), f"{history[-1]:,}")
+    table.add_row("each request", sparkline(sent, width=48, top=top), f"{sent[-1]:,}")
+    table.caption = (
+        f"each request stays under the {window:,}-token window: the last sent "
+        f"{100 * sent[-1] / history[-1]:.1f}% of the history"
+    )
+    return table
+
+
+def _ask(mem: Memory, user_id: str, session: ScriptSession, out: Console) -> AssembledContext:
+    """Ask the questions of the new session; show what each one recalled. The last context."""
+    out.print(f"\n[bold]A new session ({session.id}, {session.start:%d %B %Y}) asks:[/]")
+    contexts = list(_turns(mem, user_id, session))
+    for turn, (context, _) in zip(session.turns, contexts, strict=True):
+        recall = context.report.recall
+        table = Table(box=box.SIMPLE_HEAD, title=f"“{turn.input}”", title_justify="left")
+        for name in ("score", "type", "said on", "sources", "card"):
+            table.add_column(name, justify="right" if name == "score" else "left")
+        cards = _cards(mem, user_id, [c.card_id for c in recall.cards] if recall else [])
+        for recalled in recall.cards if recall else ():
+            card = cards[recalled.card_id]
+            table.add_row(
+                "pin" if recalled.pinned else f"{recalled.score:.3f}",
+                card.type,
+                f"{card.observed_at:%d %b %Y}",
+                _sources(card),
+                preview(" ".join(card.text.split()), 90),
+            )
+        if recall and recall.query and recall.query != turn.input:
+            table.caption = f"searched as: {recall.query} ({recall.method})"
+        out.print(table)
+    return contexts[-1][0]
+
+
+def _sources(card: Card) -> str:
+    """The first source message's client id, and how many more there are."""
+    first, *more = card.source_client_ids or ["-"]
+    return f"{first} +{len(more)}" if more else first
+
+
+def _cards(mem: Memory, user_id: str, ids: Sequence[int]) -> dict[int, Card]:
+    return {card_id: mem.card(user_id=user_id, card_id=card_id) for card_id in ids}
+
+
+def _show_state(
+    mem: Memory, user_id: str, session_id: str, context: AssembledContext, out: Console
+) -> None:
+    """The last request's layers, a summary, the superseded card, the pin, the prompt."""
+    tokens = context.report.tokens
+    layers = Table(box=box.SIMPLE_HEAD, title="the last request, by layer", title_justify="left")
+    layers.add_column("layer")
+    layers.add_column("tokens", justify="right")
+    for name in ("system", "summary", "memories", "window", "input"):
+        layers.add_row(name, f"{getattr(tokens, name):,}")
+    layers.add_row("total", f"{tokens.total:,} of {context.report.budget:,}", style="bold")
+    out.print(layers)
+
+    summary = mem.summary(user_id=user_id, session_id=session_id)
+    if summary is not None:
+        out.print(
+            Panel(
+                preview(summary.content, 600),
+                title=f"summary of session {session_id}: {summary.kind}, covers messages "
+                f"1-{summary.boundary_seq} (version {summary.version})",
+                title_align="left",
+            )
+        )
+    changed = [
+        hit.card
+        for hit in mem.search(
+            user_id=user_id, query="where does the user live", k=10, include_superseded=True
+        )
+        if hit.card.superseded_by is not None
+    ]
+    for card in changed:
+        out.print(
+            f"superseded: [strike]{card.text}[/] (valid until {card.valid_to:%d %B %Y}, "
+            f"replaced by card {card.superseded_by})",
+            highlight=False,
+        )
+    for pin in mem.pins(user_id=user_id):
+        out.print(f"pinned: {pin.text}", highlight=False)
+    out.print("\n[bold]The last request, as sent:[/]")
+    for message in map(Message.from_openai, context.messages):
+        calls = [f"calls {call.function.name}()" for call in message.tool_calls or ()]
+        text = message.text or " ".join(calls)
+        out.print(f"  {message.role:>9}  {preview(' '.join(text.split()), 100)}", highlight=False)

@@ -118,7 +118,11 @@ class MemoryBackend:
         self._memory.run_worker(until_idle=True)
 
     def recall(self, user_id: str, question: str, k: int) -> list[Recalled]:
-        """The user's top ``k`` cards for ``question``: texts and dialog ids, best first."""
+        """The user's top ``k`` cards for ``question``: texts and dialog ids, best first.
+
+        A time the question names boosts the cards of that time, as ``Memory.search`` does
+        (relative words count from today, years after the conversations: they boost nothing).
+        """
         return [
             Recalled(hit.card.text, tuple(hit.card.source_client_ids))
             for hit in self._memory.search(user_id=user_id, query=question, k=k)

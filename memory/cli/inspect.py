@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands
+from memory.cli.inspect_session import DEFAULT_MESSAGES, show_session
 from memory.context.cut import preview
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import DEFAULT_MODEL, REPLY_PRIMING_TOKENS, TiktokenCounter
@@ -34,16 +35,29 @@ Fate = Literal["kept", "cut", "dropped"]
 
 
 def register_inspect(subcommands: Subcommands) -> None:
-    """Add ``stratamem inspect``: a transcript's units and what a trim keeps."""
+    """Add ``stratamem inspect``: a transcript's units, or a stored session."""
     inspect = subcommands.add_parser(
         "inspect",
-        help="show a transcript's units and tokens, and what a trim to a budget keeps",
-        description="Show a transcript's atomic units, their tokens, structural problems, and "
-        "what trim_history keeps, cuts and drops at the given budget.",
+        help="show a transcript's units and what a trim keeps, or a stored session",
+        description="With a FILE: show a transcript's atomic units, their tokens, structural "
+        "problems, and what trim_history keeps, cuts and drops at the given budget. With "
+        "--user and --session: show a stored session (messages, summary and boundary, cards, "
+        "pins) and what its next request would contain, layer by layer.",
     )
-    inspect.add_argument("file", type=Path, help="JSON list of OpenAI messages, or {messages}")
-    inspect.add_argument("--budget", type=_tokens, required=True, help="token budget to trim to")
+    inspect.add_argument(
+        "file", type=Path, nargs="?", help="JSON list of OpenAI messages, or {messages}"
+    )
+    inspect.add_argument("--budget", type=_tokens, help="token budget to trim a FILE to")
     inspect.add_argument("--model", default=DEFAULT_MODEL, help="model whose tokenizer counts")
+    inspect.add_argument("--user", help="the user of a stored session")
+    inspect.add_argument("--session", help="the stored session to show")
+    inspect.add_argument("--system", help="the system prompt of the next request")
+    inspect.add_argument(
+        "--messages",
+        type=_tokens,
+        default=DEFAULT_MESSAGES,
+        help=f"newest stored messages to list (default {DEFAULT_MESSAGES})",
+    )
     inspect.set_defaults(handler=_run_inspect)
 
 
@@ -96,6 +110,16 @@ class UnitRow:
 
 
 def _run_inspect(args: argparse.Namespace, out: Console) -> int:
+    if args.file is None:
+        if args.user is None and args.session is None:
+            raise CommandError("give a transcript FILE, or --user and --session")
+        return show_session(args, out)
+    if args.user is not None or args.session is not None:
+        raise CommandError(
+            "give a transcript FILE or a stored session (--user, --session), not both"
+        )
+    if args.budget is None:
+        raise CommandError("inspecting a transcript FILE needs --budget")
     path: Path = args.file
     raw = load_transcript(path)
     problems = validate_history(raw)

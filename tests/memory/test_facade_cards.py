@@ -123,6 +123,16 @@ def test_pins_are_first_in_every_prepare_and_unpin(mem: Memory, user_id: str) ->
         mem.unpin(user_id=f"{user_id}-other", card_id=pin.id)
 
 
+def test_a_recalled_card_is_looked_up_by_id_for_its_user_only(mem: Memory, user_id: str) -> None:
+    pin = mem.pin(user_id=user_id, text="The VPN gateway is vpn-2.")
+    context = mem.prepare(user_id=user_id, session_id="s1", input="which gateway?")
+    assert context.report.recall is not None
+    recalled = context.report.recall.cards[0].card_id
+    assert mem.card(user_id=user_id, card_id=recalled).text == "The VPN gateway is vpn-2."
+    with pytest.raises(CardNotFoundError, match="has no card"):
+        mem.card(user_id=f"{user_id}-other", card_id=pin.id)
+
+
 def test_pin_over_the_pin_budget_is_refused(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:

@@ -109,9 +109,20 @@ def test_an_unreachable_server_is_an_llm_error() -> None:
 
 def test_a_missing_api_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
     with pytest.raises(ConfigurationError, match="OpenAI client"):
-        OpenAIChatModel(base_url="http://127.0.0.1:9/v1")
+        OpenAIChatModel()
+
+
+def test_a_local_server_without_a_key_is_asked_with_a_placeholder(
+    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vLLM, llama.cpp and Ollama check no key: a base URL alone must be enough.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.script(Reply("local reply"))
+
+    assert ask(OpenAIChatModel(base_url=server.base_url)).text == "local reply"
 
 
 def test_the_scripted_model_plays_its_script_and_records_requests() -> None:

@@ -207,6 +207,9 @@ WORKER_SETTINGS = {
     "SUMMARY__MODEL": "summariser-1",
     "SUMMARY__DEBOUNCE_SECONDS": "0",
     "SUMMARY__BACKOFF_SECONDS": "0",
+    # These tests are about the worker and the summary: a model-free embedder keeps the jobs
+    # short, so a job never outlasts the shutdown grace because MiniLM was loading.
+    "CARDS__EMBEDDER": "hashing",
 }
 
 

@@ -13,7 +13,10 @@ def main(url: str, user_id: str, source: str) -> None:
     with Database.open(url, pool_size=1) as database:
         store = CardStore(database, model=MODEL, dimension=384)
         wait_for_go()
-        [card] = store.add(user_id, [new_card("The team uses Postgres.", client_id=source)])
+        shared = new_card(
+            "The team uses Postgres.", client_id=source, subject="team", attribute="database"
+        )
+        [card] = store.add(user_id, [shared])
         say(f"added {card.id}")
 
 

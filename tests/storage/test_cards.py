@@ -79,6 +79,7 @@ def test_two_processes_adding_the_same_card_store_one_row(
     [card] = store.list_cards(user_id)
     assert answers == {f"added {card.id}"}
     assert sorted(card.source_client_ids) == ["p1", "p2"]
+    assert (card.subject, card.attribute) == ("team", "database")
     assert store.count(user_id) == 1
 
 
@@ -231,3 +232,76 @@ def test_a_different_embedding_model_is_a_clear_error(scratch_url: str) -> None:
             CardStore(database, model="model-b", dimension=EMBEDDING_DIM)
         with pytest.raises(EmbeddingModelMismatchError, match="1536"):
             CardStore(database, model="model-a", dimension=1536)
+
+
+def test_subject_and_attribute_are_stored_and_kept_on_a_merge(
+    store: CardStore, user_id: str
+) -> None:
+    [plain] = store.add(user_id, [new_card("User lives in Porto.")])
+    assert (plain.subject, plain.attribute) == (None, None)
+    # The same content said again with its key: the key is learnt, nothing else changes.
+    [keyed] = store.add(
+        user_id, [new_card("User lives in Porto.", subject="user", attribute="city")]
+    )
+    assert keyed.id == plain.id and (keyed.subject, keyed.attribute) == ("user", "city")
+    [again] = store.add(user_id, [new_card("User lives in Porto.", subject="x", attribute="y")])
+    assert (again.subject, again.attribute) == ("user", "city")
+
+
+def test_current_keyed_returns_valid_cards_by_pair_or_attribute_prefix(
+    store: CardStore, user_id: str
+) -> None:
+    berlin, lisbon, task, other, team = store.add(
+        user_id,
+        [
+            new_card("User lives in Berlin", subject="user", attribute="city"),
+            new_card("User lives in Lisbon", subject="user", attribute="city"),
+            new_card("To do: call Bob", type="task", subject="user", attribute="task:call bob"),
+            new_card("User is 30", subject="user", attribute="age"),
+            new_card("Team lives in Lisbon", subject="team", attribute="city"),
+        ],
+    )
+    store.add("other-" + uuid.uuid4().hex, [new_card("x", subject="user", attribute="city")])
+    store.supersede(user_id, berlin.id, lisbon.id)
+
+    def ids(*args: object, **kwargs: object) -> list[int]:
+        return [card.id for card in store.current_keyed(user_id, *args, **kwargs)]  # type: ignore[arg-type]
+
+    assert ids([("user", "city")]) == [lisbon.id]
+    assert ids([("user", "city"), ("team", "city")]) == [lisbon.id, team.id]
+    assert ids([], prefixes=[("user", "task:")]) == [task.id]
+    assert ids([("user", "age")], prefixes=[("user", "task:")]) == [task.id, other.id]
+    assert ids([]) == []
+    assert ids([("user", "name")]) == []
+
+
+def test_merge_sources_and_revive(store: CardStore, user_id: str) -> None:
+    old, new = store.add(
+        user_id,
+        [new_card("lives in paris", client_id="m1"), new_card("lives in rome", client_id="m2")],
+    )
+    merged = store.merge_sources(user_id, old.id, message_ids=[7, 3], client_ids=["m9", "m1"])
+    assert merged.source_client_ids == ["m1", "m9"] and merged.source_message_ids == [3, 7]
+    assert merged.text == old.text and merged.valid_to is None
+
+    store.supersede(user_id, old.id, new.id)
+    back = store.revive(user_id, old.id, DAY + timedelta(days=4000))
+    assert back.valid_to is None and back.superseded_by is None
+    assert back.valid_from == DAY + timedelta(days=4000)
+    assert {c.id for c in store.list_cards(user_id)} == {old.id, new.id}
+    with pytest.raises(LookupError):
+        store.merge_sources("someone-else", old.id, client_ids=["x"])
+    with pytest.raises(LookupError):
+        store.revive("someone-else", old.id)
+
+
+def test_forgetting_every_card_leaves_no_statistics(
+    store: CardStore, user_id: str, database: Database
+) -> None:
+    store.add(user_id, [new_card("alpha", subject="user", attribute="a")])
+    store.delete(user_id)
+    with database.reading() as connection:
+        left = connection.execute(
+            text("SELECT count(*) FROM card_stats WHERE user_id = :u"), {"u": user_id}
+        ).scalar_one()
+    assert left == 0

@@ -184,7 +184,13 @@ QUERIES: list[tuple[str, tuple[datetime, datetime]]] = [
     ("上周做了什么", (midnight(2023, 5, 1), midnight(2023, 5, 8))),
     ("8月的旅行", (midnight(2022, 8, 1), midnight(2022, 9, 1))),
     ("周六去哪了", (midnight(2023, 5, 6), midnight(2023, 5, 7))),
-]
+    # A date with its year wins over relative words: the question is about that day.
+    ("what did she finish last Friday on 23 January, 2022?", (midnight(2022, 1, 23),
+                                                               midnight(2022, 1, 24))),
+    ("the issue last week, as mentioned on November 6, 2023", (midnight(2023, 11, 6),
+                                                                midnight(2023, 11, 7))),
+    ("the picture shared on December 1,2023", (midnight(2023, 12, 1), midnight(2023, 12, 2))),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("query", "expected"), QUERIES)

@@ -89,6 +89,8 @@ CARDS: list[tuple[str, str, str, str | None, str | None]] = [
     ("Our database is MySQL.", "fact", "The team's database is MySQL", "team", "database"),
     ("Our stack is Go and React", "fact", "The team's stack is Go and React", "team", "stack"),
     ("我们用的是PostgreSQL。", "fact", "团队使用PostgreSQL", "team", "database"),
+    # a space between Chinese and Latin text is common: it must not split the verb
+    ("我们用的是 Grafana 做监控。", "fact", "团队使用Grafana", "team", "uses:grafana"),
     ("我们使用钉钉", "fact", "团队使用钉钉", "team", "chat"),
     ("我们的数据库是MySQL", "fact", "团队的数据库是MySQL", "team", "database"),
     ("我们换成了阿里云", "fact", "团队改用阿里云", "team", "cloud"),

@@ -11,24 +11,52 @@ import pytest
 
 from memory import Memory, Settings
 from memory.cli import main
+from memory.cli.demo import sparkline
+from memory.cli.demo_script import demo_script
 from storage import Database
 
 
-def test_the_demo_runs_offline_on_an_embedded_database(
+def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
     fresh_data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "must-not-be-used")  # the demo is offline regardless
 
     assert main(["demo", "--turns", "12", "--data-dir", str(fresh_data_dir)]) == 0
 
-    out = capsys.readouterr().out
-    assert "raw" in out  # the summary took over what left the window, as a raw archive
-    assert "36 messages stored" in out
-    assert "(none deleted)" in out
-    # The window and the history budget the table's "tokens" column is measured against.
-    assert "window 2,048 tokens, history budget 1,728" in " ".join(out.split())
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
-    assert "2,048-token" in readme and "history budget of 1,728 tokens" in " ".join(readme.split())
+    out = " ".join(capsys.readouterr().out.split())
+    assert "offline: no LLM" in out
+    assert "window 4,096 tokens, history budget 3,503" in out
+    assert "each request stays under the 4,096-token window" in out
+    # Recalled in a new session: an English fact, a Chinese turn, and the pin first.
+    assert "The team uses PostgreSQL 16 for the orders database" in out
+    assert "Grafana" in out.split("我上次说的监控工具是什么")[1]
+    assert "pin fact" in out, out
+    assert "pinned: Never restart the payments database" in out
+    assert "summary of session s3: raw, covers messages 1-" in out  # what left the window
+    assert f"rm -rf {fresh_data_dir}" in out
+    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    assert "4,096-token window" in readme and "history budget of 3,503 tokens" in readme
+
+
+def test_a_sparkline_scales_to_the_top_and_never_hides_a_small_value() -> None:
+    assert sparkline([0, 50, 100], width=10, top=100) == " ▄█"
+    assert sparkline([1, 2], width=10, top=1_000) == "▁▁"  # small, not nothing
+    assert sparkline(list(range(100)), width=10, top=99) == sparkline(
+        [9, 19, 29, 39, 49, 59, 69, 79, 89, 99], width=10, top=99
+    )
+    assert sparkline([], width=10, top=1) == ""
+
+
+def test_the_demo_script_is_long_bilingual_and_uses_tools() -> None:
+    sessions = demo_script(70)
+    turns = [turn for session in sessions for turn in session.turns]
+    assert len(turns) >= 200
+    assert any(session.language == "zh" for session in sessions)
+    assert sum(session.pin is not None for session in sessions) == 1
+    calls = [len(m["tool_calls"]) for t in turns for m in t.replies if m.get("tool_calls")]
+    assert 2 in calls  # parallel tool calls too
+    with pytest.raises(ValueError, match="negative"):
+        demo_script(-1)
 
 
 def test_a_worker_with_other_settings_does_the_fold_the_app_would_have_done(

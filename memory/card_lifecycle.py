@@ -1,0 +1,121 @@
+"""``CardWriter``: new cards stored, near-duplicates merged, and older cards they replace closed.
+
+The index stores and de-duplicates (``CardIndex.add``: same content, or the same words close in
+meaning); this module adds the judgment of ``decide_supersede``: an extracted card that sets
+the same attribute of the same subject as a valid card of the user's (a new city, a changed
+preference, a task now done) closes it (``valid_to``, ``superseded_by``); a fact that comes
+back (the same content as a superseded card) makes that card valid again. Pinned cards are
+never closed: a conflict with one is logged. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from memory.cards import CardDraft as JudgedDraft
+from memory.cards import ExistingCard, decide_supersede
+from memory.cards.supersede import TASK_PREFIX
+from retrieval import CardDraft, CardIndex
+from storage import Card
+
+__all__ = ["CardWriter"]
+
+logger = logging.getLogger(__name__)
+
+
+class CardWriter:
+    """Stores a user's new cards and applies what they change to the cards already stored."""
+
+    def __init__(self, index: CardIndex) -> None:
+        self._index = index
+
+    def write(self, user_id: str, drafts: Sequence[CardDraft]) -> list[Card]:
+        """Store the drafts (one embedding batch), then supersede what they replace.
+
+        Cards with a subject and an attribute are applied in the order they were said, so a
+        batch holding "I moved to Berlin" and later "I live in Lisbon now" leaves Lisbon valid.
+        A stored card said later than the draft keeps precedence (an older session archived
+        late closes nothing newer; its card is closed by the newer one instead).
+
+        Returns:
+            The stored cards in the order of ``drafts``, as they were before any closing.
+        """
+        store = self._index.store
+        keys = {(d.subject, d.attribute) for d in drafts if _keyed(d)}
+        current = {
+            card.id: card
+            for card in store.current_keyed(
+                user_id,
+                [(s, a) for s, a in keys if s and a and not a.startswith(TASK_PREFIX)],
+                prefixes=[
+                    (s, TASK_PREFIX) for s, a in keys if s and a and a.startswith(TASK_PREFIX)
+                ],
+            )
+        }
+        stored = self._index.add(user_id, drafts)
+        keyed = [i for i, draft in enumerate(drafts) if _keyed(draft)]
+        said = {i: drafts[i].observed_at or stored[i].observed_at for i in keyed}
+        for position in sorted(keyed, key=lambda i: (said[i], i)):
+            card = stored[position]
+            if card.type == "turn":
+                continue
+            if card.valid_to is not None:
+                # The same content as a superseded card: the fact came back (moved back home).
+                card = store.revive(user_id, card.id, said[position])
+            self._supersede(user_id, drafts[position], card, said[position], current)
+        return stored
+
+    def _supersede(
+        self,
+        user_id: str,
+        draft: CardDraft,
+        card: Card,
+        said: datetime,
+        current: dict[int, Card],
+    ) -> None:
+        """Close the valid cards ``card`` replaces; ``current`` tracks the valid keyed cards."""
+        store = self._index.store
+        judged = JudgedDraft(
+            type=draft.type,
+            text=draft.text,
+            observed_at=said,
+            subject=draft.subject,
+            attribute=draft.attribute,
+        )
+        decision = decide_supersede(
+            judged, [_existing(c) for c in current.values() if c.id != card.id]
+        )
+        for conflict in decision.pinned_conflicts:
+            logger.warning(
+                "card %d of user %r contradicts pinned card %s; the pin stays valid",
+                card.id, user_id, conflict,
+            )  # fmt: skip
+        for old_id in decision.supersedes:
+            old = current[int(old_id)]
+            if old.observed_at > said and not card.pinned:
+                # The stored card is newer than this one: this one is the outdated statement.
+                store.supersede(user_id, card.id, old.id)
+                current.pop(card.id, None)
+                return
+            store.supersede(user_id, old.id, card.id)
+            del current[old.id]
+        current[card.id] = card
+
+
+def _keyed(draft: CardDraft) -> bool:
+    """Whether a draft can supersede: an extracted card that names its subject and attribute."""
+    return draft.type != "turn" and draft.subject is not None and draft.attribute is not None
+
+
+def _existing(card: Card) -> ExistingCard:
+    return ExistingCard(
+        id=card.id,
+        subject=card.subject,
+        attribute=card.attribute,
+        type=card.type,
+        text=card.text,
+        pinned=card.pinned,
+        valid=card.valid_to is None,
+    )

@@ -1,0 +1,115 @@
+"""Tests of ``CardStore.candidates``: the rankings of a hybrid search in one statement."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from card_samples import MODEL, new_card, unit_vector
+
+import storage.cards
+from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
+
+DAY = datetime(2025, 5, 8, tzinfo=UTC)
+WEEK = (DAY, DAY + timedelta(days=7))
+
+
+@pytest.fixture
+def store(database: Database) -> CardStore:
+    return CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
+
+
+def fill(store: CardStore, user_id: str) -> None:
+    store.add(
+        user_id,
+        [
+            new_card(f"tea note {i} about the garden", observed_at=DAY - timedelta(days=i))
+            for i in range(12)
+        ]
+        + [new_card("coffee every morning", type="preference", observed_at=DAY)]
+        + [new_card("garden party", observed_at=DAY - timedelta(days=40), occurred_at=DAY)],
+    )
+    store.add("other-" + uuid.uuid4().hex, [new_card("tea garden tea garden")])
+
+
+@pytest.mark.parametrize(
+    "where", [CardFilter(), CardFilter(types=("fact",)), CardFilter(since=DAY - timedelta(days=5))]
+)
+def test_the_rankings_are_those_of_the_separate_searches(
+    store: CardStore, user_id: str, where: CardFilter
+) -> None:
+    fill(store, user_id)
+    query = unit_vector("a query")
+
+    found = store.candidates(user_id, query, ["tea", "garden"], limit=6, where=where)
+
+    dense = store.search_vector(user_id, query, limit=6, where=where, method="exact")
+    keyword = store.search_keywords(user_id, ["tea", "garden"], limit=6, where=where)
+    assert [m.card_id for m in found.dense] == [m.card_id for m in dense]
+    assert [m.card_id for m in found.keyword] == [m.card_id for m in keyword]
+    assert [m.score for m in found.keyword] == pytest.approx([m.score for m in keyword])
+    assert found.timed == []
+    ids = {m.card_id for m in [*dense, *keyword]}
+    assert found.similarity == pytest.approx(store.similarities(user_id, query, sorted(ids)))
+    assert found.cards == 14
+
+
+def test_the_timed_ranking_holds_cards_said_or_happening_in_the_window(
+    store: CardStore, user_id: str
+) -> None:
+    fill(store, user_id)
+    query = unit_vector("a query")
+
+    found = store.candidates(user_id, query, [], limit=50, during=WEEK)
+    typed = store.candidates(
+        user_id, query, [], limit=50, during=WEEK, where=CardFilter(types=("preference",))
+    )
+
+    cards = {c.id: c for c in store.list_cards(user_id)}
+    in_week = {
+        i
+        for i, c in cards.items()
+        if WEEK[0] <= c.observed_at < WEEK[1]
+        or (c.occurred_at is not None and WEEK[0] <= c.occurred_at < WEEK[1])
+    }
+    timed = [m.card_id for m in found.timed]
+    assert set(timed) == in_week and len(in_week) == 3  # tea note 0, coffee, the party
+    assert [m.score for m in found.timed] == sorted((m.score for m in found.timed), reverse=True)
+    assert found.keyword == []
+    assert [cards[m.card_id].text for m in typed.timed] == ["coffee every morning"]
+
+
+def test_the_keyword_window_widens_when_filters_drop_the_best(
+    store: CardStore, user_id: str
+) -> None:
+    closed = store.add(user_id, [new_card(f"tea tea tea {i}") for i in range(9)])
+    [kept] = store.add(user_id, [new_card("tea and a long tail of other words here")])
+    for card in closed:
+        store.supersede(user_id, card.id, kept.id)
+
+    found = store.candidates(user_id, unit_vector("q"), ["tea"], limit=2)
+
+    assert [m.card_id for m in found.keyword] == [kept.id]
+    assert [m.card_id for m in found.dense] == [kept.id]
+
+
+def test_a_user_without_cards_has_no_candidates(store: CardStore) -> None:
+    found = store.candidates("nobody-" + uuid.uuid4().hex, unit_vector("q"), ["tea"], limit=5)
+
+    assert (found.dense, found.keyword, found.timed, found.cards) == ([], [], [], 0)
+
+
+def test_a_big_user_walks_the_index_and_gets_the_same_cards(
+    store: CardStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(store, user_id)
+    query = unit_vector("another query")
+    exact = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+
+    monkeypatch.setattr(storage.cards, "EXACT_SCAN_MAX_CARDS", 3)
+    indexed = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+
+    assert [m.card_id for m in indexed.dense] == [m.card_id for m in exact.dense]
+    assert len(indexed.dense) == 8
+    assert indexed.keyword == exact.keyword and indexed.timed == exact.timed
+    # The index ranks by cosine distance in float4, the exact scan by inner product.
+    assert indexed.similarity == pytest.approx(exact.similarity, abs=1e-5)
