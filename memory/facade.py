@@ -27,6 +27,7 @@ from memory.errors import (
     ContextOverflowError,
     InvalidHistoryError,
 )
+from memory.idle import IdleSessions
 from memory.intake import name_stored, parse_input
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
@@ -36,10 +37,11 @@ from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
-from memory.worker import CARDS, CONSOLIDATE, JobHandler, Worker
+from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler, Worker
 from memory.writer import SessionWriter
 from retrieval import Embedder, ScoredCard
 from storage import (
+    ArchiveMarks,
     Card,
     CardType,
     Database,
@@ -296,6 +298,16 @@ class Memory:
         window: RecentWindow,
     ) -> tuple[SummaryRecord | None, RecentWindow]:
         """Fold now (inline mode) and reload, or queue the job a worker runs (background)."""
+        if self._fold(user_id, session_id) is None:
+            return summary, window
+        return self._load_window(user_id, session_id)
+
+    def _fold(self, user_id: str, session_id: str) -> SummaryRecord | None:
+        """Fold what left the window: queue the job (background) or fold and archive now.
+
+        Returns:
+            The summary a fold saved now (inline mode), else ``None``.
+        """
         if self._background:
             self._parts.jobs.enqueue(
                 CONSOLIDATE,
@@ -304,12 +316,11 @@ class Memory:
                 delay_seconds=self.settings.summary.debounce_seconds,
                 params=self._parts.consolidations.params(),
             )
-            return summary, window
+            return None
         saved = self._parts.consolidator.consolidate(user_id, session_id)
-        if saved is None:
-            return summary, window
-        self._archive_folded(user_id, session_id, saved)
-        return self._load_window(user_id, session_id)
+        if saved is not None:
+            self._archive_folded(user_id, session_id, saved)
+        return saved
 
     def _archive_folded(self, user_id: str, session_id: str, saved: SummaryRecord) -> None:
         """Archive as cards the messages a fold just took out of the window.
@@ -468,7 +479,7 @@ class Memory:
         """
         longterm = self._longterm()
         if self._background:
-            self._parts.jobs.enqueue(CARDS, user_id, session_id, params={_END: True})
+            self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
             longterm.archive_through(user_id, session_id, None)
 
@@ -497,6 +508,11 @@ class Memory:
         as pydantic's JSON mode does). All three are returned by ``history`` and never sent to
         the model. Tool results must answer an open call of the session.
 
+        Once the messages after the summary boundary pass the fold trigger, the fold is queued
+        (background mode) or done now, with the archiving of what it folds as cards (inline
+        mode), as ``prepare`` would: ``prepare`` need never be called for a session to be
+        summarised and remembered.
+
         Raises:
             InvalidHistoryError: a message is malformed, is one the chat API would refuse, or
                 breaks the session's structure; ``ToolCallInterruptedError`` for the result of a
@@ -511,7 +527,26 @@ class Memory:
         ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
-        return self._parts.writer.record(user_id, session_id, batch)
+        stored = self._parts.writer.record(user_id, session_id, batch)
+        self._fold_when_due(user_id, session_id)
+        return stored
+
+    def _fold_when_due(self, user_id: str, session_id: str) -> None:
+        """Fold (or queue the fold) once the messages after the summary pass the trigger.
+
+        ``record`` calls it after every batch, so a session fed only by ``record`` (an agent
+        that never calls ``prepare``, an imported conversation) is summarised and archived as
+        cards all the same. The test is one statement: the sum of the stored token counts from
+        the boundary on.
+        """
+        # In background mode a fold already queued makes the sum moot (the queue debounces):
+        # it is skipped, so its cost is bounded by what one fold leaves, not by the backlog.
+        queued = CONSOLIDATE if self._background else None
+        tokens = self._parts.messages.tokens_after_summary(
+            user_id, session_id, unless_queued=queued
+        )
+        if tokens is not None and tokens > self._parts.fold_policy.trigger_tokens:
+            self._fold(user_id, session_id)
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
         """The session's tool calls still waiting for their results (reads only its tail)."""
@@ -556,12 +591,14 @@ class Memory:
     def run_worker(
         self, *, until_idle: bool = False, stop: threading.Event | None = None
     ) -> WorkerRun:
-        """Run queued consolidations.
+        """Run queued consolidations and card archiving.
 
         By default in a background thread that runs until ``close``; with ``until_idle`` in
         the caller's thread, returning once no job is pending (for scripts and tests) or once
         ``stop`` is set (the running job is finished first). Each job runs with the parameters
         it was queued with, and is logged (session, messages folded, summary kind, duration).
+        With long-term memory on, a worker with nothing to do queues the archiving of sessions
+        idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute.
 
         Returns:
             What ran (filled in as jobs finish when the worker runs in a thread).
@@ -571,7 +608,7 @@ class Memory:
                 background worker waits an outage out instead).
         """
         run = WorkerRun()
-        worker = Worker(self._parts.jobs, self._parts.job_handlers(run))
+        worker = Worker(self._parts.jobs, self._parts.job_handlers(run), on_idle=self._idle_task())
         if until_idle:
             worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures
@@ -582,6 +619,14 @@ class Memory:
         thread.start()
         self._worker_threads.append(thread)
         return run
+
+    def _idle_task(self) -> IdleSessions | None:
+        """The worker's sweep of idle sessions (none when long-term memory is off)."""
+        if self._parts.longterm is None:
+            return None
+        return IdleSessions(
+            ArchiveMarks(self._database), self._parts.jobs, self.settings.cards.idle_seconds
+        )
 
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""
@@ -648,9 +693,6 @@ def _drops_window_units(context: AssembledContext) -> bool:
     """Whether the hard cap left out messages of the window (not memories, not the summary)."""
     return any(drop.layer in ("window", "recent") for drop in context.report.dropped)
 
-
-#: The ``cards`` job parameter that archives the whole session (``end_session``).
-_END = "end"
 
 #: Stands for "no summary yet" as the base of an upgrade: boundary 0, no text.
 _NO_SUMMARY = SummaryRecord(
@@ -774,7 +816,7 @@ class Parts:
         def archive(job: Job) -> None:
             if longterm is None:
                 return  # queued by a process with long-term memory on: nothing to do here
-            if job.params.get(_END):
+            if job.params.get(END_OF_SESSION):
                 longterm.archive_through(job.user_id, job.session_id, None)
             else:
                 summary = self.summaries.get(job.user_id, job.session_id)

@@ -5,6 +5,9 @@ queue call fails with ``DatabaseUnavailableError``; the worker logs the outage o
 a doubling backoff, and carries on when the database answers again (the engine's pool
 reconnects by itself). A job whose outcome could not be written during the outage is settled
 first when the database is back.
+
+When no job is due, the worker runs its idle task (``on_idle``; the facade's queues the archiving
+of sessions nobody wrote to for ``cards.idle_seconds``) at most every ``idle_task_seconds``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from storage import DatabaseUnavailableError, Job
 __all__ = [
     "CARDS",
     "CONSOLIDATE",
+    "END_OF_SESSION",
     "SHUTDOWN_GRACE_SECONDS",
+    "IdleTask",
     "JobHandler",
     "Queue",
     "Worker",
@@ -37,6 +42,8 @@ CONSOLIDATE = "consolidate"
 #: The job kind that archives a session's folded (or, at its end, all) messages as cards.
 CARDS = "cards"
 
+#: The ``cards`` job parameter that archives the whole session, not only what was folded.
+END_OF_SESSION = "end"
 #: How long a job still running when the worker is asked to stop may take before its lease is
 #: released to other workers: shorter than the 10 s a container runtime waits before SIGKILL.
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -46,6 +53,13 @@ _STOP_POLL_SECONDS = 0.25
 
 #: Runs one claimed job; raising re-queues it for a retry.
 JobHandler = Callable[[Job], None]
+
+#: Run when no job is due; returns how many jobs it queued.
+IdleTask = Callable[[], int]
+
+#: How often, at most, the idle task runs by default: often enough that a session idle for half
+#: an hour is archived within a minute of it, rarely enough that the sweep's query costs nothing.
+IDLE_TASK_SECONDS = 60.0
 
 
 class Queue(Protocol):
@@ -127,6 +141,9 @@ class Worker:
         outage_backoff_seconds: the first wait after the database could not be reached; it
             doubles with each failed try.
         max_outage_backoff_seconds: the longest wait between two tries during an outage.
+        on_idle: run when no job is due (the first time this worker finds none, then at most
+            every ``idle_task_seconds``); the jobs it queues are run next.
+        idle_task_seconds: the least time between two runs of ``on_idle``.
         shutdown_grace_seconds: once ``stop`` is set, how long the running job may take before
             its lease is released, so another worker can take it over at once instead of
             waiting for the lease to run out (the job goes on; its outcome is stored only if
@@ -142,9 +159,14 @@ class Worker:
         lease_seconds: float = 300.0,
         outage_backoff_seconds: float = 1.0,
         max_outage_backoff_seconds: float = 30.0,
+        on_idle: IdleTask | None = None,
+        idle_task_seconds: float = IDLE_TASK_SECONDS,
         shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS,
     ) -> None:
         self._handlers = dict(handlers)
+        self._on_idle = on_idle
+        self._idle_task_seconds = idle_task_seconds
+        self._idle_task_ran: float | None = None
         self._poll_seconds = poll_seconds
         self._backoff = outage_backoff_seconds
         self._max_backoff = max_outage_backoff_seconds
@@ -160,6 +182,8 @@ class Worker:
         self.released = 0
         #: Jobs that raised, since this worker started (each was logged and re-queued).
         self.failures = 0
+        #: Runs of the idle task that raised (each logged).
+        self.idle_task_failures = 0
         #: Database outages this worker has lived through (each logged once).
         self.outages = 0
         #: Queue calls that failed because the database could not be reached.
@@ -211,7 +235,7 @@ class Worker:
         self._stop = stop
         while not stop.is_set():
             try:
-                if self.run_once():
+                if self.run_once() or self._run_idle_task():
                     self._database_back()
                     continue
                 idle = until_idle and (
@@ -228,6 +252,29 @@ class Worker:
                 return
             # A pending job that is not yet due was debounced: wait for it.
             stop.wait(self._poll_seconds)
+
+    def _run_idle_task(self) -> bool:
+        """Run the idle task if it is due; whether it queued jobs.
+
+        Raises:
+            storage.DatabaseUnavailableError: the database could not be reached.
+        """
+        if self._on_idle is None:
+            return False
+        now = time.monotonic()
+        if self._idle_task_ran is not None and now - self._idle_task_ran < self._idle_task_seconds:
+            return False
+        self._idle_task_ran = now
+        try:
+            return self._on_idle() > 0
+        except DatabaseUnavailableError:
+            raise
+        except Exception:
+            # Degradation point: the sweep is housekeeping; the jobs must go on. It is tried
+            # again at its next turn.
+            logger.exception("the idle task failed")
+            self.idle_task_failures += 1
+            return False
 
     def _settle(self) -> None:
         """Store the outcome of the job that last ran, if the database has not taken it yet."""

@@ -1,6 +1,6 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
-from storage.archive_marks import ArchiveMarks
+from storage.archive_marks import ArchiveMarks, IdleSession
 from storage.cards import (
     Card,
     CardFilter,
@@ -34,6 +34,7 @@ __all__ = [
     "Database",
     "DatabaseUnavailableError",
     "EmbeddingModelMismatchError",
+    "IdleSession",
     "InvalidInputError",
     "Job",
     "JobQueue",

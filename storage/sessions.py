@@ -16,6 +16,7 @@ from sqlalchemy import (
     cast,
     func,
     select,
+    text,
 )
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
@@ -55,6 +56,26 @@ _INSERT = (
         ),
     )
     .returning(*MESSAGES.c, sort_by_parameter_order=True)
+)
+
+
+# The boundary comes from the summary row (0 without one), in the same statement. When a job of
+# the given kind is already pending for the session (a fold queued, the worker behind) the sum is
+# not computed: the answer would not change what the caller does, and that is exactly when the
+# tail after the boundary grows long. So the scan is never longer than what one fold leaves.
+_TOKENS_AFTER_SUMMARY = text(
+    "SELECT CASE WHEN EXISTS ("
+    "  SELECT 1 FROM jobs AS j "
+    "  WHERE j.user_id = :user_id AND j.session_id = :session_id "
+    "  AND j.kind = :queued_kind AND j.status = 'pending'"
+    ") THEN NULL ELSE ("
+    "  SELECT coalesce(sum(m.tokens), 0) FROM messages AS m "
+    "  WHERE m.user_id = :user_id AND m.session_id = :session_id "
+    "  AND m.seq > coalesce(("
+    "    SELECT b.boundary_seq FROM session_summaries AS b "
+    "    WHERE b.user_id = :user_id AND b.session_id = :session_id"
+    "  ), 0)"
+    ") END"
 )
 
 
@@ -247,6 +268,33 @@ class MessageStore:
             last = _last_seq(connection, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
             return _between(connection, user_id, session_id, after_seq, upto)
+
+    def tokens_after_summary(
+        self, user_id: str, session_id: str, *, unless_queued: str | None = None
+    ) -> int | None:
+        """The stored token counts of the session's messages after its summary boundary, summed.
+
+        What decides whether a fold is due, read without loading a message: one index range
+        scan on the session's key from the boundary on.
+
+        Args:
+            user_id: The user the session belongs to.
+            session_id: The session.
+            unless_queued: A job kind (the fold's): when such a job is pending for the session,
+                nothing is summed and the answer is ``None``. The tail after the boundary only
+                grows long while a fold waits for a worker, so the sum stays as short as the
+                window a fold leaves.
+
+        Raises:
+            InvalidInputError: An id is not usable.
+        """
+        _check_session(user_id, session_id)
+        with self._database.reading() as connection:
+            total = connection.execute(
+                _TOKENS_AFTER_SUMMARY,
+                {"user_id": user_id, "session_id": session_id, "queued_kind": unless_queued},
+            ).scalar_one()
+        return None if total is None else int(total)
 
     def read_increment(
         self,

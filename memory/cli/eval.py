@@ -1,16 +1,12 @@
 """``stratamem eval locomo``: evidence recall@k, MRR and token share on LoCoMo, offline.
 
-Each conversation is one user (``locomo-<sample_id>``), each LoCoMo session one session, each
-turn a ``turn`` card (the turn with one neighbour on each side of the same session, rendered by
-``turn_card_text`` with the session's day, its sources the dialog ids it holds, its time the
-session's). Every question with evidence is searched with ``k``; ``memory.evaluation`` scores it.
-
-Today ingestion and search go straight to ``CardIndex`` + ``CardStore`` (``CardBackend``): the
-facade's ``Memory.record`` (with per-message ``timestamp``), ``Memory.end_session`` and
-``Memory.search`` are being added on another branch. Once they land, ``CardBackend.ingest``
-becomes "record each session's messages (dialog id as the client id, session time as the
-timestamp), then ``end_session``, then run the worker until idle", and ``CardBackend.recall``
-becomes ``Memory.search(user_id=, query=, k=)`` mapped to ``Recalled``: one function each.
+Everything goes through the public API, as an application would use it. Each conversation is
+one user (``locomo-<sample_id>``) and each LoCoMo session one session: its turns are recorded
+with ``Memory.record`` (the dialog id as the client id, the session's time as the timestamp, the
+speaker as the message's name, an image's caption kept in the text), then ``end_session``; the
+worker runs until idle, which archives every turn as a ``turn`` card (the turn with its
+neighbours, dated) and the rule-extracted cards. Every question with evidence is then searched
+with ``Memory.search(user_id=, query=, k=)``; ``memory.evaluation`` scores the sources.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +25,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memory.cards import time_range_of_query
 from memory.cli.base import EXIT_OK, CommandError, Subcommands
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.evaluation import (
@@ -45,18 +39,20 @@ from memory.evaluation import (
     score_question,
     summarize,
 )
-from retrieval import (
-    CardDraft,
-    CardIndex,
-    Embedder,
-    SentenceTransformerEmbedder,
-    Utterance,
-    turn_card_text,
-    turn_window,
-)
-from storage import CardStore, Database
+from memory.facade import Memory
+from memory.settings import Settings
+from retrieval import Embedder, SentenceTransformerEmbedder
+from storage import Database
 
-__all__ = ["CardBackend", "EvalReport", "evaluate", "make_embedder", "register_eval", "user_id_of"]
+__all__ = [
+    "EvalReport",
+    "MemoryBackend",
+    "evaluate",
+    "make_embedder",
+    "register_eval",
+    "session_messages",
+    "user_id_of",
+]
 
 
 def register_eval(subcommands: Subcommands) -> None:
@@ -102,18 +98,24 @@ def user_id_of(conversation: Conversation) -> str:
     return f"locomo-{conversation.sample_id}"
 
 
-class CardBackend:
-    """Ingestion and search of the evaluation, on ``CardIndex`` until the facade has them."""
+class MemoryBackend:
+    """Ingestion and search of the evaluation, through a ``Memory`` (background mode)."""
 
-    def __init__(self, index: CardIndex) -> None:
-        """Evaluate through ``index``."""
-        self._index = index
+    def __init__(self, memory: Memory) -> None:
+        """Evaluate through ``memory``."""
+        self._memory = memory
 
     def ingest(self, conversation: Conversation) -> None:
-        """Store every turn of the conversation as a turn card, one session at a time."""
+        """Record every session, end it, then run the worker until the cards are stored."""
         user_id = user_id_of(conversation)
+        first_speaker = next((t.speaker for t in conversation.turns), None)
         for session in conversation.sessions:
-            self._index.add(user_id, session_drafts(session))
+            session_id = f"session_{session.number}"
+            messages = session_messages(session, user_speaker=first_speaker)
+            if messages:
+                self._memory.record(user_id=user_id, session_id=session_id, messages=messages)
+                self._memory.end_session(user_id=user_id, session_id=session_id)
+        self._memory.run_worker(until_idle=True)
 
     def recall(self, user_id: str, question: str, k: int) -> list[Recalled]:
         """The user's top ``k`` cards for ``question``: texts and dialog ids, best first.
@@ -121,33 +123,35 @@ class CardBackend:
         A time the question names boosts the cards of that time, as ``Memory.search`` does
         (relative words count from today, years after the conversations: they boost nothing).
         """
-        during = time_range_of_query(question, datetime.now(UTC))
         return [
             Recalled(hit.card.text, tuple(hit.card.source_client_ids))
-            for hit in self._index.search(user_id, question, k=k, during=during)
+            for hit in self._memory.search(user_id=user_id, query=question, k=k)
         ]
 
 
-def session_drafts(session: Session) -> list[CardDraft]:
-    """The turn cards of one session: each turn with its neighbours, dated by the session."""
-    utterances = [
-        Utterance(speaker=t.speaker, text=t.text, caption=t.caption) for t in session.turns
-    ]
-    day = session.time.date() if session.time is not None else None
-    drafts = []
-    for index in range(len(session.turns)):
-        window = turn_window(len(session.turns), index)
-        drafts.append(
-            CardDraft(
-                type="turn",
-                text=turn_card_text([utterances[i] for i in window], day=day),
-                session_id=f"session_{session.number}",
-                source_client_ids=[session.turns[i].dia_id for i in window],
-                observed_at=session.time,
-                occurred_at=session.time,
-            )
-        )
-    return drafts
+def session_messages(session: Session, *, user_speaker: str | None) -> list[dict[str, Any]]:
+    """The messages ``record`` takes for one LoCoMo session.
+
+    The conversation's first speaker is the user and the other the assistant (only the user's
+    messages are read by the rule extractor, whose cards speak of "the user"); both keep their
+    names, which their turn cards show. An image's caption stays in the text, as the turn card
+    showed it when cards were written directly.
+    """
+    messages: list[dict[str, Any]] = []
+    for turn in session.turns:
+        text = turn.text
+        if turn.caption:
+            text += f" [shares an image: {turn.caption}]"
+        message: dict[str, Any] = {
+            "role": "user" if turn.speaker == user_speaker else "assistant",
+            "name": turn.speaker,
+            "content": text,
+            "id": turn.dia_id,
+        }
+        if session.time is not None:
+            message["timestamp"] = session.time
+        messages.append(message)
+    return messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +180,7 @@ class EvalReport:
 
 
 def evaluate(
-    conversations: Sequence[Conversation], backend: CardBackend, *, k: int, progress: Progress
+    conversations: Sequence[Conversation], backend: MemoryBackend, *, k: int, progress: Progress
 ) -> EvalReport:
     """Ingest every conversation, then search and score every question with evidence."""
     counter = TiktokenCounter(DEFAULT_MODEL)
@@ -230,15 +234,24 @@ def _load(path: Path) -> list[Conversation]:
 
 
 @contextmanager
-def _backend(data_dir: Path | None) -> Iterator[CardBackend]:
-    """A backend on the embedded database in ``data_dir``, or in a temporary folder."""
+def _backend(data_dir: Path | None) -> Iterator[MemoryBackend]:
+    """A backend on the embedded database in ``data_dir``, or in a temporary folder.
+
+    Offline whatever the environment says: no chat model, the background worker mode (run
+    until idle after each conversation) and no debounce.
+    """
     with ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stratamem-")))
         database = stack.enter_context(Database.open(None, data_dir=data_dir))
-        embedder = make_embedder()
-        store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
-        yield CardBackend(CardIndex(store, embedder))
+        settings = Settings(
+            data_dir=data_dir,
+            llm_base_url=None,
+            llm_api_key=None,
+            summary={"mode": "background", "debounce_seconds": 0},
+        )
+        memory = Memory(database, settings, embedder=make_embedder())
+        yield MemoryBackend(memory)
 
 
 @contextmanager

@@ -46,14 +46,13 @@ def status_of(database: Database, job_id: int) -> str:
         return str(connection.scalar(text("SELECT status FROM jobs WHERE id = :i"), {"i": job_id}))
 
 
-def quick_worker(queue: JobQueue, handler: Callable[[Job], None], **options: float) -> Worker:
+def quick_worker(queue: JobQueue, handler: Callable[[Job], None]) -> Worker:
     return Worker(
         queue,
         {"test": handler},
         poll_seconds=0.02,
         outage_backoff_seconds=0.02,
         max_outage_backoff_seconds=0.1,
-        **options,
     )
 
 
@@ -329,3 +328,53 @@ def test_the_worker_process_reports_an_outage_once_and_carries_on(
     assert "reachable again" in back  # one line per outage, not one per retry
     assert "database unavailable" not in rest
     assert child.returncode == 0
+
+
+# --- the idle task ---------------------------------------------------------------------------
+
+
+def test_the_idle_task_runs_when_nothing_is_due_and_its_jobs_run_next(database: Database) -> None:
+    queue = JobQueue(database)
+    kind = f"test-{uuid.uuid4()}"
+    ran: list[str] = []
+    sweeps: list[int] = []
+
+    def sweep() -> int:
+        sweeps.append(len(sweeps))
+        if len(sweeps) > 1:
+            return 0
+        return int(queue.enqueue(kind, "u", f"s-{uuid.uuid4()}"))
+
+    worker = Worker(queue, {kind: lambda job: ran.append(job.session_id)}, on_idle=sweep)
+    worker.run(threading.Event(), until_idle=True)
+
+    assert len(ran) == 1  # queued by the sweep, run by the same call
+    assert sweeps == [0]  # not again within idle_task_seconds (a minute by default)
+    worker.run(threading.Event(), until_idle=True)
+    assert sweeps == [0]
+
+    eager = Worker(queue, {kind: lambda job: None}, on_idle=sweep, idle_task_seconds=0)
+    eager.run(threading.Event(), until_idle=True)
+    eager.run(threading.Event(), until_idle=True)
+    assert sweeps == [0, 1, 2]
+
+
+def test_a_failing_idle_task_is_logged_and_the_jobs_go_on(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = JobQueue(database)
+    kind = f"test-{uuid.uuid4()}"
+    ran: list[int] = []
+
+    def broken_sweep() -> int:
+        raise RuntimeError("sweep broke")
+
+    worker = Worker(queue, {kind: lambda job: ran.append(job.id)}, on_idle=broken_sweep)
+    queue.enqueue(kind, "u", f"s-{uuid.uuid4()}")
+    with caplog.at_level(logging.ERROR, logger="memory.worker"):
+        worker.run(threading.Event(), until_idle=True)
+
+    assert len(ran) == 1
+    assert worker.idle_task_failures == 1
+    assert worker.failures == 0
+    assert any("idle task failed" in record.getMessage() for record in caplog.records)

@@ -22,6 +22,7 @@ def test_public_names() -> None:
         "DatabaseUnavailableError",
         "EMBEDDING_DIM",
         "EmbeddingModelMismatchError",
+        "IdleSession",
         "InvalidInputError",
         "Job",
         "JobQueue",

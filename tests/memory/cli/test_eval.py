@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 import memory.cli.eval as eval_cli
+from memory import Memory, Settings
 from memory.cli import main
 from memory.evaluation import (
     Conversation,
@@ -29,7 +31,8 @@ from memory.evaluation import (
     score_question,
     summarize,
 )
-from retrieval import HashingEmbedder
+from retrieval import MINILM_NAME, HashingEmbedder
+from storage import CardFilter, Database
 
 
 def words(text: str) -> int:
@@ -126,18 +129,53 @@ def test_questions_without_valid_evidence_are_counted_not_scored() -> None:
     assert conversation.sessions[1].time == datetime(2023, 6, 20, 10, 0, tzinfo=UTC)
 
 
-def test_session_cards_hold_each_turn_with_its_neighbours() -> None:
+def test_a_session_is_recorded_with_ids_times_speakers_and_captions() -> None:
     session = parse_conversation(locomo_sample("c1")).sessions[0]
-    drafts = eval_cli.session_drafts(session)
-    assert [d.source_client_ids for d in drafts] == [
+    session = Session(
+        session.number,
+        session.time,
+        (*session.turns[:3], Turn("D1:4", "Bob", "Look!", caption="a violin")),
+    )
+    messages = eval_cli.session_messages(session, user_speaker="Alice")
+    assert [(m["role"], m["name"], m["id"]) for m in messages] == [
+        ("user", "Alice", "D1:1"),
+        ("assistant", "Bob", "D1:2"),
+        ("user", "Alice", "D1:3"),
+        ("assistant", "Bob", "D1:4"),
+    ]
+    assert messages[3]["content"] == "Look! [shares an image: a violin]"
+    assert {m["timestamp"] for m in messages} == {datetime(2023, 5, 8, 13, 56, tzinfo=UTC)}
+    untimed = Session(9, None, session.turns[:1])
+    assert "timestamp" not in eval_cli.session_messages(untimed, user_speaker="Alice")[0]
+
+
+def test_turn_cards_through_the_public_api_hold_each_turn_with_its_neighbours(
+    database: Database,
+) -> None:
+    conversation = parse_conversation(locomo_sample(f"c-{uuid.uuid4()}"))
+    settings = Settings(summary={"mode": "background", "debounce_seconds": 0})
+    memory = Memory(database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
+    eval_cli.MemoryBackend(memory).ingest(conversation)
+
+    store = memory._parts.longterm.store  # type: ignore[union-attr]
+    user_id = eval_cli.user_id_of(conversation)
+    turns = store.list_cards(user_id, CardFilter(types=("turn",), session_id="session_1"))
+    assert sorted(card.source_client_ids for card in turns) == [
         ["D1:1", "D1:2"],
         ["D1:1", "D1:2", "D1:3"],
         ["D1:2", "D1:3", "D1:4"],
         ["D1:3", "D1:4"],
     ]
-    assert drafts[0].text.startswith("[8 May 2023] Alice: I adopted a puppy")
-    assert drafts[0].session_id == "session_1"
-    assert drafts[0].observed_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    first = next(card for card in turns if card.source_client_ids == ["D1:1", "D1:2"])
+    assert first.text.startswith("[8 May 2023] Alice: I adopted a puppy")
+    assert first.observed_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    # Alice is the user: her sentences also give extracted cards, named by her dialog ids.
+    extracted = [c for c in store.list_cards(user_id) if c.type != "turn"]
+    assert extracted and all(
+        set(c.source_client_ids) <= {"D1:1", "D1:3", "D2:1", "D2:3"} for c in extracted
+    )
+    hits = eval_cli.MemoryBackend(memory).recall(user_id, "Biscuit puppy", 2)
+    assert "D1:1" in hits[0].sources
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"qa": []}', '[{"qa": []}]'])
