@@ -164,8 +164,9 @@ class Memory:
         """
         interrupted: tuple[InterruptedCall, ...] = ()
         if input is not None:
-            interrupted = self._store_input(user_id, session_id, input, system)
-        summary, window = self._load_window(user_id, session_id)
+            interrupted, summary, window = self._store_input(user_id, session_id, input, system)
+        else:
+            summary, window = self._load_window(user_id, session_id)
         if window.tokens > self._parts.fold_policy.trigger_tokens:
             summary, window = self._schedule_folding(user_id, session_id, summary, window)
         recall = self._recall(user_id, window)
@@ -255,10 +256,13 @@ class Memory:
         session_id: str,
         input: str | Mapping[str, Any] | BaseModel,
         system: str | None,
-    ) -> tuple[InterruptedCall, ...]:
-        """Store the user's input, first closing any tool calls still open (returned).
+    ) -> tuple[tuple[InterruptedCall, ...], SummaryRecord | None, RecentWindow]:
+        """Store the user's input and load the window: the calls it closed, summary, window.
 
         Refused first if it is not a user message, or can never fit with the system message.
+        In the common case (an existing session with no open tool call, a new client id) the
+        input is stored and the window read in one round trip; otherwise the writer closes
+        any open calls first (or recognises a replay) and the window is loaded after.
         """
         payload = {"role": "user", "content": input} if isinstance(input, str) else input
         message, client_id, metadata, timestamp = parse_input(0, payload)
@@ -274,7 +278,13 @@ class Memory:
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
         new = self._new_message(0, message, client_id, metadata, timestamp, reserved=system_tokens)
-        return self._parts.writer.store_input(user_id, session_id, new)
+        budget = self.budget.history
+        appended = self._parts.recent.append_and_load(user_id, session_id, new, budget=budget)
+        if appended is not None:
+            _, summary, window = appended
+            return (), summary, window
+        interrupted = self._parts.writer.store_input(user_id, session_id, new)
+        return interrupted, *self._load_window(user_id, session_id)
 
     def _load_window(
         self, user_id: str, session_id: str

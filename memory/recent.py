@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from memory.context.messages import Message
 from memory.context.units import Unit, fit_newest, make_unit, turn_start, unit_spans
-from storage import MessageStore, StoredMessage, SummaryRecord
+from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
 
 __all__ = ["RecentMessages", "RecentWindow"]
 
@@ -96,6 +96,28 @@ class RecentMessages:
         start = max(after_seq, floor)
         key = (user_id, session_id)
         return summary, self._build(key, cached, after_seq, start, records, budget)
+
+    def append_and_load(
+        self, user_id: str, session_id: str, new: NewMessage, *, budget: int
+    ) -> tuple[StoredMessage, SummaryRecord | None, RecentWindow] | None:
+        """Store a user input, then ``load_with_summary``: one round trip in the common case.
+
+        Returns:
+            The stored input, the summary and the window (the input its newest message); or
+            None, with nothing stored, when the session needs the general path of storing
+            (``MessageStore.append_input`` says when: a new session, open tool calls, a known
+            client id, a concurrent append).
+        """
+        cached = self._cached(user_id, session_id, budget)
+        floor = 0 if cached is None else cached.last_seq
+        appended = self._store.append_input(user_id, session_id, new, floor=floor, batch=_BATCH)
+        if appended is None:
+            return None
+        stored, summary, records = appended
+        after_seq = summary.boundary_seq if summary else 0
+        start = max(after_seq, floor)
+        key = (user_id, session_id)
+        return stored, summary, self._build(key, cached, after_seq, start, records, budget)
 
     def _cached(self, user_id: str, session_id: str, budget: int) -> RecentWindow | None:
         """The session's cached window, unless it was cut to a smaller budget than ``budget``."""
