@@ -30,7 +30,7 @@ from memory.intake import name_stored, parse_input
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.longterm import LongTermMemory, Recall, default_embedder
-from memory.recent import RecentMessages, RecentWindow
+from memory.recent import RecentMessages, RecentWindow, WindowCounter
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
@@ -242,7 +242,8 @@ class Memory:
         return assemble(
             list(window.messages),
             budget=self.budget.history,
-            counter=self._parts.counter,
+            # The window's messages were counted once, as they entered the recent cache.
+            counter=WindowCounter(self._parts.counter, window),
             system=system,
             summary=self._summary_context(summary),
             memories=memories,
@@ -788,7 +789,7 @@ def build_parts(
         budget=budget,
         counter=counter,
         messages=messages,
-        recent=RecentMessages(messages),
+        recent=RecentMessages(messages, counter),
         summaries=summaries,
         writer=SessionWriter(messages, counter),
         jobs=JobQueue(database),
