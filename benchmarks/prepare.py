@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--context-window", type=int, default=8_192)
     args = parser.parse_args()
-    settings = {
+    settings: dict[str, Any] = {
         "model": "gpt-4o-mini",
         "context_window": str(args.context_window),
         "max_output": "1024",
