@@ -30,6 +30,7 @@ from memory.intake import name_stored, parse_input
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.longterm import LongTermMemory, Recall, default_embedder
+from memory.queued import QueuedConsolidations
 from memory.recent import RecentMessages, RecentWindow, WindowCounter
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
@@ -305,15 +306,22 @@ class Memory:
         summary: SummaryRecord | None,
         window: RecentWindow,
     ) -> tuple[SummaryRecord | None, RecentWindow]:
-        """Fold now (inline mode) and reload, or queue the job a worker runs (background)."""
+        """Fold now (inline mode) and reload, or queue the job a worker runs (background).
+
+        A job is queued once per summary version (``QueuedConsolidations``): the requests that
+        follow until a worker has folded find the same summary and queue nothing.
+        """
         if self._background:
-            self._parts.jobs.enqueue(
-                CONSOLIDATE,
-                user_id,
-                session_id,
-                delay_seconds=self.settings.summary.debounce_seconds,
-                params=self._parts.consolidations.params(),
-            )
+            queued, version = self._parts.queued, summary.version if summary else 0
+            if queued.due(user_id, session_id, version):
+                self._parts.jobs.enqueue(
+                    CONSOLIDATE,
+                    user_id,
+                    session_id,
+                    delay_seconds=self.settings.summary.debounce_seconds,
+                    params=self._parts.consolidations.params(),
+                )
+                queued.queued(user_id, session_id, version)
             return summary, window
         saved = self._parts.consolidator.consolidate(user_id, session_id)
         if saved is None:
@@ -444,6 +452,7 @@ class Memory:
         # Messages first: a fold racing the erasure then finds nothing left to archive.
         erase_conversations(self._database, user_id, session_id)
         self._parts.recent.forget(user_id, session_id)
+        self._parts.queued.forget(user_id, session_id)
         if longterm is not None:
             longterm.store.delete(user_id, session_id=session_id)
 
@@ -702,6 +711,7 @@ class Parts:
     archiver: Consolidator
     llm_configured: bool
     longterm: LongTermMemory | None
+    queued: QueuedConsolidations
 
     @property
     def consolidator(self) -> Consolidator:
@@ -808,4 +818,6 @@ def build_parts(
         archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
         llm_configured=chat is not None,
         longterm=longterm,
+        # Asked for again after a second (or the debounce) if the summary has not moved.
+        queued=QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds)),
     )
