@@ -1,7 +1,8 @@
 """Latency of ``Memory.prepare`` as a session grows: 100, 1,000 and 10,000 stored messages.
 
 Each turn is ``prepare`` (user input stored, window loaded, context assembled; no LLM) followed
-by ``record`` of the assistant's reply, on the embedded Postgres. As in production, a worker
+by ``record`` of the assistant's reply, on the embedded Postgres. Cards (long-term memory) are
+off: recall is measured by ``benchmarks/recall.py``. As in production, a worker
 process (``stratamem worker``) consolidates the summary (offline, as raw archives) while the
 turns run, so each session is in its steady state; it shares the machine's two cores.
 
@@ -92,18 +93,24 @@ def build_session(mem: Memory, user_id: str, session_id: str, size: int) -> None
         pass
 
 
-def measure(mem: Memory, size: int, turns: int) -> list[float]:
-    """Milliseconds of ``prepare`` for each of ``turns`` turns on a session of ``size``."""
+def measure(mem: Memory, size: int, turns: int, cpu: list[float] | None = None) -> list[float]:
+    """Milliseconds of ``prepare`` for each of ``turns`` turns on a session of ``size``.
+
+    ``cpu`` receives the milliseconds of CPU each ``prepare`` took in this thread (Python and
+    the driver, not the server): what a busy machine multiplies into waiting for a core.
+    """
     user_id, session_id = "bench", f"s{size}-{uuid.uuid4().hex[:8]}"
     build_session(mem, user_id, session_id, size)
     timings: list[float] = []
     for turn in range(turns):
         user, *rest = turn_messages(10_000 + turn)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         mem.prepare(
             user_id=user_id, session_id=session_id, input=str(user["content"]), system=SYSTEM
         )
         timings.append((time.perf_counter() - start) * 1000)
+        if cpu is not None:
+            cpu.append((time.thread_time() - start_cpu) * 1000)
         mem.record(user_id=user_id, session_id=session_id, messages=rest)
     return timings
 
@@ -188,11 +195,14 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--context-window", type=int, default=8_192)
     args = parser.parse_args()
-    settings = {
+    settings: dict[str, Any] = {
         "model": "gpt-4o-mini",
         "context_window": str(args.context_window),
         "max_output": "1024",
         "summary": {"mode": "background", "debounce_seconds": 0},
+        # Cards off: recall (an embedding and a search per request) is measured by
+        # benchmarks/recall.py; this compares the short-term path with LangChain's.
+        "cards": {"enabled": False},
     }
     with tempfile.TemporaryDirectory() as folder:
         mem = Memory.open(data_dir=Path(folder), **settings)
@@ -209,26 +219,41 @@ def main() -> None:
             },
         )
         with mem, psycopg.connect(libpq_url(mem.database_url)) as conn:
-            PostgresChatMessageHistory.create_tables(conn, "lc_history")
-            counter = TiktokenCounter(str(settings["model"]))
-            budget = args.context_window - int(str(settings["max_output"]))
-            measure(mem, 100, 20)  # warm up: tokenizer, connections, caches
-            measure_langchain(conn, counter, 100, 20, budget)
-            print(f"prepare latency, {args.turns} turns each, window {args.context_window}")
-            print(
-                f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8}"
-                f" {'LC p50':>8} {'LC p95':>8} {'LC/ours':>8}"
-            )
-            for size in SIZES:
-                ours = measure(mem, size, args.turns)
-                theirs = measure_langchain(conn, counter, size, args.turns, budget)
-                p50, lc_p50 = statistics.median(ours), statistics.median(theirs)
-                print(
-                    f"{size:>9} {p50:>8.2f} {percentile(ours, 0.95):>8.2f}"
-                    f" {lc_p50:>8.2f} {percentile(theirs, 0.95):>8.2f} {lc_p50 / p50:>8.2f}"
-                )
-        worker.terminate()
-        worker.wait()
+            try:
+                run(mem, conn, settings, args.turns, args.context_window)
+            finally:
+                # Before the database stops, so the worker does not report it gone.
+                worker.terminate()
+                worker.wait()
+
+
+def run(
+    mem: Memory, conn: psycopg.Connection[Any], settings: dict[str, Any], turns: int, window: int
+) -> None:
+    """Warm up, then measure both sides at every size and print the table."""
+    PostgresChatMessageHistory.create_tables(conn, "lc_history")
+    counter = TiktokenCounter(str(settings["model"]))
+    budget = window - int(str(settings["max_output"]))
+    measure(mem, 100, 20)  # warm up: tokenizer, connections, caches
+    measure_langchain(conn, counter, 100, 20, budget)
+    print(
+        f"prepare latency, {turns} turns each, window {window}, cards off; "
+        f"load average {os.getloadavg()[0]:.1f} at the start"
+    )
+    print(
+        f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8}"
+        f" {'LC p50':>8} {'LC p95':>8} {'LC/ours':>8}"
+    )
+    for size in SIZES:
+        cpu: list[float] = []
+        ours = measure(mem, size, turns, cpu)
+        theirs = measure_langchain(conn, counter, size, turns, budget)
+        p50, lc_p50 = statistics.median(ours), statistics.median(theirs)
+        print(
+            f"{size:>9} {p50:>8.2f} {percentile(ours, 0.95):>8.2f} {statistics.median(cpu):>8.2f}"
+            f" {lc_p50:>8.2f} {percentile(theirs, 0.95):>8.2f} {lc_p50 / p50:>8.2f}"
+        )
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ from memory.intake import name_stored, parse_input
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.longterm import LongTermMemory, Recall, default_embedder
-from memory.recent import RecentMessages, RecentWindow
+from memory.queued import QueuedConsolidations
+from memory.recent import RecentMessages, RecentWindow, WindowCounter
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
@@ -167,8 +168,9 @@ class Memory:
         """
         interrupted: tuple[InterruptedCall, ...] = ()
         if input is not None:
-            interrupted = self._store_input(user_id, session_id, input, system)
-        summary, window = self._load_window(user_id, session_id)
+            interrupted, summary, window = self._store_input(user_id, session_id, input, system)
+        else:
+            summary, window = self._load_window(user_id, session_id)
         if window.tokens > self._parts.fold_policy.trigger_tokens:
             summary, window = self._schedule_folding(user_id, session_id, summary, window)
         recall = self._recall(user_id, window)
@@ -244,7 +246,8 @@ class Memory:
         return assemble(
             list(window.messages),
             budget=self.budget.history,
-            counter=self._parts.counter,
+            # The window's messages were counted once, as they entered the recent cache.
+            counter=WindowCounter(self._parts.counter, window),
             system=system,
             summary=self._summary_context(summary),
             memories=memories,
@@ -258,10 +261,13 @@ class Memory:
         session_id: str,
         input: str | Mapping[str, Any] | BaseModel,
         system: str | None,
-    ) -> tuple[InterruptedCall, ...]:
-        """Store the user's input, first closing any tool calls still open (returned).
+    ) -> tuple[tuple[InterruptedCall, ...], SummaryRecord | None, RecentWindow]:
+        """Store the user's input and load the window: the calls it closed, summary, window.
 
         Refused first if it is not a user message, or can never fit with the system message.
+        In the common case (an existing session with no open tool call, a new client id) the
+        input is stored and the window read in one round trip; otherwise the writer closes
+        any open calls first (or recognises a replay) and the window is loaded after.
         """
         payload = {"role": "user", "content": input} if isinstance(input, str) else input
         message, client_id, metadata, timestamp = parse_input(0, payload)
@@ -277,7 +283,13 @@ class Memory:
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
         new = self._new_message(0, message, client_id, metadata, timestamp, reserved=system_tokens)
-        return self._parts.writer.store_input(user_id, session_id, new)
+        budget = self.budget.history
+        appended = self._parts.recent.append_and_load(user_id, session_id, new, budget=budget)
+        if appended is not None:
+            _, summary, window = appended
+            return (), summary, window
+        interrupted = self._parts.writer.store_input(user_id, session_id, new)
+        return interrupted, *self._load_window(user_id, session_id)
 
     def _load_window(
         self, user_id: str, session_id: str
@@ -297,7 +309,17 @@ class Memory:
         summary: SummaryRecord | None,
         window: RecentWindow,
     ) -> tuple[SummaryRecord | None, RecentWindow]:
-        """Fold now (inline mode) and reload, or queue the job a worker runs (background)."""
+        """Fold now (inline mode) and reload, or queue the job a worker runs (background).
+
+        A job is queued once per summary version (``QueuedConsolidations``): the requests that
+        follow until a worker has folded find the same summary and queue nothing.
+        """
+        if self._background:
+            queued, version = self._parts.queued, summary.version if summary else 0
+            if queued.due(user_id, session_id, version):
+                self._fold(user_id, session_id)
+                queued.queued(user_id, session_id, version)
+            return summary, window
         if self._fold(user_id, session_id) is None:
             return summary, window
         return self._load_window(user_id, session_id)
@@ -460,6 +482,7 @@ class Memory:
         # Messages first: a fold racing the erasure then finds nothing left to archive.
         erased = erase_conversations(self._database, user_id, session_id)
         self._parts.recent.forget(user_id, session_id)
+        self._parts.queued.forget(user_id, session_id)
         cards = 0
         if longterm is not None:
             cards = longterm.store.delete(user_id, session_id=session_id)
@@ -794,6 +817,7 @@ class Parts:
     archiver: Consolidator
     llm_configured: bool
     longterm: LongTermMemory | None
+    queued: QueuedConsolidations
 
     @property
     def consolidator(self) -> Consolidator:
@@ -884,7 +908,7 @@ def build_parts(
         budget=budget,
         counter=counter,
         messages=messages,
-        recent=RecentMessages(messages),
+        recent=RecentMessages(messages, counter),
         summaries=summaries,
         writer=SessionWriter(messages, counter),
         jobs=JobQueue(database),
@@ -903,4 +927,6 @@ def build_parts(
         archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
         llm_configured=chat is not None,
         longterm=longterm,
+        # Asked for again after a second (or the debounce) if the summary has not moved.
+        queued=QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds)),
     )

@@ -12,12 +12,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 from memory.context.messages import Message
+from memory.context.tokens import TokenCounter
 from memory.context.units import Unit, fit_newest, make_unit, turn_start, unit_spans
-from storage import MessageStore, StoredMessage, SummaryRecord
+from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
 
-__all__ = ["RecentMessages", "RecentWindow"]
+__all__ = ["RecentMessages", "RecentWindow", "WindowCounter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,9 @@ class RecentWindow:
         tokens: their stored token counts, summed.
         last_seq: the seq of the newest message read (the window may be empty).
         budget: the budget the window was loaded for.
+        counts: each message's tokens by this process's counter, counted once as it entered
+            the cache (the stored counts are the storing process's, maybe for another model;
+            the hard cap needs this one's). ``WindowCounter`` hands them out.
     """
 
     stored: tuple[StoredMessage, ...]
@@ -37,6 +42,7 @@ class RecentWindow:
     tokens: int
     last_seq: int
     budget: int
+    counts: tuple[int, ...]
 
 
 class RecentMessages:
@@ -44,14 +50,18 @@ class RecentMessages:
 
     Args:
         store: where the messages are.
+        counter: counts each message once, as it enters the cache (``RecentWindow.counts``).
         max_bytes: the most memory the cached windows may hold over all sessions, measured
             with ``sys.getsizeof`` over each stored payload and counted twice (the stored
             record and its parsed message); the least recently used sessions are forgotten
             first. Bytes, not tokens: a 1 MB image is a few hundred tokens.
     """
 
-    def __init__(self, store: MessageStore, *, max_bytes: int = 64_000_000) -> None:
+    def __init__(
+        self, store: MessageStore, counter: TokenCounter, *, max_bytes: int = 64_000_000
+    ) -> None:
         self._store = store
+        self._counter = counter
         self._max_bytes = max_bytes
         self._cached_bytes = 0
         self._cache: OrderedDict[tuple[str, str], RecentWindow] = OrderedDict()
@@ -97,6 +107,28 @@ class RecentMessages:
         key = (user_id, session_id)
         return summary, self._build(key, cached, after_seq, start, records, budget)
 
+    def append_and_load(
+        self, user_id: str, session_id: str, new: NewMessage, *, budget: int
+    ) -> tuple[StoredMessage, SummaryRecord | None, RecentWindow] | None:
+        """Store a user input, then ``load_with_summary``: one round trip in the common case.
+
+        Returns:
+            The stored input, the summary and the window (the input its newest message); or
+            None, with nothing stored, when the session needs the general path of storing
+            (``MessageStore.append_input`` says when: a new session, open tool calls, a known
+            client id, a concurrent append).
+        """
+        cached = self._cached(user_id, session_id, budget)
+        floor = 0 if cached is None else cached.last_seq
+        appended = self._store.append_input(user_id, session_id, new, floor=floor, batch=_BATCH)
+        if appended is None:
+            return None
+        stored, summary, records = appended
+        after_seq = summary.boundary_seq if summary else 0
+        start = max(after_seq, floor)
+        key = (user_id, session_id)
+        return stored, summary, self._build(key, cached, after_seq, start, records, budget)
+
     def _cached(self, user_id: str, session_id: str, budget: int) -> RecentWindow | None:
         """The session's cached window, unless it was cut to a smaller budget than ``budget``."""
         with self._lock:
@@ -127,12 +159,15 @@ class RecentMessages:
                 break
         stored.reverse()
         messages.reverse()
+        counts = [self._counter.count_message(message) for message in messages]
         if cached is not None:
             keep = [index for index, record in enumerate(cached.stored) if record.seq > after_seq]
             first = keep[0] if keep else len(cached.stored)
             stored = [*cached.stored[first:], *stored]
             messages = [*cached.messages[first:], *messages]
-        window = _fit(stored, messages, budget, max(start, stored[-1].seq if stored else 0))
+            counts = [*cached.counts[first:], *counts]
+        last_seq = max(start, stored[-1].seq if stored else 0)
+        window = _fit(stored, messages, counts, budget, last_seq)
         self._remember(key, window)
         return window
 
@@ -206,7 +241,11 @@ def _is_unit_start_past(record: StoredMessage, tokens: int, budget: int, seen_us
 
 
 def _fit(
-    stored: list[StoredMessage], messages: list[Message], budget: int, last_seq: int
+    stored: list[StoredMessage],
+    messages: list[Message],
+    counts: list[int],
+    budget: int,
+    last_seq: int,
 ) -> RecentWindow:
     """The window the assembler may need: the current turn, the newest units that fit, and one
     unit more (the assembler may still keep it once its tool results are cut).
@@ -216,22 +255,57 @@ def _fit(
     """
     roles = [record.role for record in stored]
     turn = turn_start(roles)
+    # Running totals: the cost of messages [start, stop) is before[stop] - before[start].
+    before = [0, *accumulate(record.tokens for record in stored)]
 
     def cost(unit: Unit) -> int:
-        return sum(record.tokens for record in stored[unit.start : unit.stop])
+        return before[unit.stop] - before[unit.start]
 
     older = (make_unit(start, messages[start:stop]) for start, stop in unit_spans(roles, turn))
-    turn_tokens = sum(record.tokens for record in stored[turn:])
+    turn_tokens = before[-1] - before[turn]
     first = turn
     if turn_tokens <= budget:
         kept = fit_newest(older, budget - turn_tokens, cost)
         first = kept[0].start if kept else turn
         first = next(unit_spans(roles, first), (first, first))[0]
-    window = stored[first:]
     return RecentWindow(
-        tuple(window),
+        tuple(stored[first:]),
         tuple(messages[first:]),
-        sum(record.tokens for record in window),
+        before[-1] - before[first],
         last_seq,
         budget,
+        tuple(counts[first:]),
     )
+
+
+class WindowCounter:
+    """A token counter that knows a window's messages: each is a dict lookup, not a recount.
+
+    The hard cap and the report count every message of the context, some more than once per
+    request; for the window's messages (most of a context) this hands out the counts the
+    window holds (``RecentWindow.counts``, by the same counter). Messages are known by
+    identity, so a message the cap made (a cut tool result) is counted anew by ``counter``.
+
+    Args:
+        counter: the counter the window's counts were made with, for every other message.
+        window: the window whose counts to hand out.
+    """
+
+    def __init__(self, counter: TokenCounter, window: RecentWindow) -> None:
+        self._counter = counter
+        # The message is kept with its count: an id is only unique while its object lives.
+        self._known = {
+            id(message): (message, count)
+            for message, count in zip(window.messages, window.counts, strict=True)
+        }
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of one message, its per-message overhead included."""
+        known = self._known.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        return self._counter.count_message(message)
+
+    def count_text(self, text: str) -> int:
+        """Tokens of a plain string."""
+        return self._counter.count_text(text)

@@ -26,7 +26,7 @@ from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
 from storage.models import MessageRow, SessionRow
 from storage.records import NewMessage, StoredMessage, SummaryRecord
-from storage.summaries import read_summary
+from storage.request_statements import INPUT_AND_WINDOW, WINDOW, run_window_statement
 
 __all__ = ["MessageStore", "Validator"]
 
@@ -161,6 +161,61 @@ class MessageStore:
                 for m in messages
             ]
 
+    def append_input(
+        self,
+        user_id: str,
+        session_id: str,
+        message: NewMessage,
+        *,
+        floor: int = 0,
+        batch: int = 64,
+    ) -> tuple[StoredMessage, SummaryRecord | None, Iterator[StoredMessage]] | None:
+        """Append a user's input and read the summary and the messages after it, in one statement.
+
+        What a request needs in one round trip, committed durably when it returns: the input
+        appended (as ``append`` would), the session's summary, and the session's messages after
+        the larger of the summary boundary and ``floor``, newest first (the input first), read
+        ``batch`` at a time as ``walk_back`` reads them.
+
+        Stores nothing and returns None when the general path must decide (see
+        ``storage.request_statements``): the session does not exist, tool calls of its last
+        assistant message wait for results, the message's client id is stored already, or
+        another writer appended at the same moment. Call ``append`` then.
+
+        Args:
+            user_id: The user the session belongs to.
+            session_id: The session.
+            message: A ``user`` message.
+            floor: Messages at or before this seq are not read (those the caller has).
+            batch: How many messages each query reads.
+
+        Raises:
+            InvalidInputError: An id is not usable, the message cannot be stored or is not a
+                ``user`` message, or ``batch`` is below 1. Nothing is stored.
+            DatabaseUnavailableError: The database could not be reached; nothing is stored.
+        """
+        _check_session(user_id, session_id)
+        if message.role != "user":
+            raise InvalidInputError(f"append_input stores a user message, not {message.role!r}")
+        if batch < 1:
+            raise InvalidInputError("batch must be at least 1")
+        row = _row(0, message)
+        del row["role"]
+        with self._database.autocommit() as connection:
+            stored, summary, recent = run_window_statement(
+                connection,
+                INPUT_AND_WINDOW,
+                user_id,
+                session_id,
+                {**row, "floor": floor, "batch": batch},
+            )
+        if stored is None:
+            return None
+        after_seq = max(floor, summary.boundary_seq if summary else 0)
+        upto = recent[-1].seq - 1 if len(recent) == batch else after_seq
+        walked = self._walk([stored, *recent], user_id, session_id, upto, after_seq, batch)
+        return stored, summary, walked
+
     def walk_back(
         self, user_id: str, session_id: str, *, after_seq: int = 0, batch: int = 64
     ) -> Iterator[StoredMessage]:
@@ -198,8 +253,7 @@ class MessageStore:
         """The session's summary, and its messages after the summary boundary, newest first.
 
         Like ``walk_back`` with ``after_seq`` the larger of the summary boundary and ``floor``,
-        but the summary and the first batch are read on one connection: a request costs one
-        connection checkout, not two.
+        but the summary and the first batch are read in one statement: one round trip.
 
         Raises:
             InvalidInputError: An id is not usable, or ``batch`` is below 1.
@@ -208,9 +262,10 @@ class MessageStore:
         if batch < 1:
             raise InvalidInputError("batch must be at least 1")
         with self._database.reading() as connection:
-            summary = read_summary(connection, user_id, session_id)
-            after_seq = max(floor, summary.boundary_seq if summary else 0)
-            first = _newest(connection, user_id, session_id, after_seq, batch)
+            _, summary, first = run_window_statement(
+                connection, WINDOW, user_id, session_id, {"floor": floor, "batch": batch}
+            )
+        after_seq = max(floor, summary.boundary_seq if summary else 0)
         upto = first[-1].seq - 1 if len(first) == batch else after_seq
         return summary, self._walk(first, user_id, session_id, upto, after_seq, batch)
 

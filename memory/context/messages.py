@@ -89,7 +89,9 @@ class Message(BaseModel):
     @property
     def call_ids(self) -> tuple[str, ...]:
         """The ids of this message's tool calls (empty for anything but such a message)."""
-        return tuple(call.id for call in self.tool_calls or ())
+        if not self.tool_calls:
+            return ()  # most messages: no generator (validation asks every message, twice)
+        return tuple(call.id for call in self.tool_calls)
 
     @property
     def text(self) -> str:

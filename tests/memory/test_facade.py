@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+import storage.sessions
 from memory import (
     Budget,
     BudgetError,
@@ -29,7 +30,7 @@ from memory import (
     count_tokens,
     validate_history,
 )
-from storage import Database, MessageStore, StoredMessage, SummaryRecord
+from storage import Database, MessageStore, NewMessage, StoredMessage, SummaryRecord
 
 #: A window small enough that a few dozen messages overflow it.
 SMALL_WINDOW = {"context_window": 1_500, "max_output": 300}
@@ -313,8 +314,12 @@ def test_settings_come_from_the_environment_once_in_open(
 
 
 @pytest.fixture
-def message_rows(facade_database: Database) -> Iterator[list[int]]:
-    """The number of rows each SELECT on the messages table returned, as they run."""
+def message_rows(facade_database: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The number of messages each read of the messages table returned, as they run.
+
+    Plain SELECTs are counted on the wire; the window's one statement (which also returns the
+    summary and may store the input) by the messages it returned.
+    """
     rows: list[int] = []
 
     def count(_conn: Any, cursor: Any, statement: str, *_: Any) -> None:
@@ -323,6 +328,14 @@ def message_rows(facade_database: Database) -> Iterator[list[int]]:
         ):
             rows.append(cursor.rowcount)
 
+    run_window_statement = storage.sessions.run_window_statement
+
+    def count_window(*args: Any) -> Any:
+        stored, summary, recent = run_window_statement(*args)
+        rows.append(len(recent) + (stored is not None))
+        return stored, summary, recent
+
+    monkeypatch.setattr(storage.sessions, "run_window_statement", count_window)
     event.listen(facade_database.engine, "after_cursor_execute", count)
     yield rows
     event.remove(facade_database.engine, "after_cursor_execute", count)
@@ -330,40 +343,59 @@ def message_rows(facade_database: Database) -> Iterator[list[int]]:
 
 @pytest.fixture
 def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
-    """Every ``MessageStore.walk_back``: its ``after_seq`` and the seqs its caller consumed."""
+    """Every walk back over a session: its ``after_seq`` and the seqs its caller consumed.
+
+    The window's walks too: with the summary read in the same statement (after its boundary),
+    and with the input stored first (the input is the first message consumed).
+    """
     seen: list[tuple[int, list[int]]] = []
+
+    def spied(after_seq: int, records: Iterator[StoredMessage]) -> Iterator[StoredMessage]:
+        consumed: list[int] = []
+        seen.append((after_seq, consumed))
+        for message in records:
+            consumed.append(message.seq)
+            yield message
+
     walk_back = MessageStore.walk_back
 
     def spy(
         store: MessageStore, user_id: str, session_id: str, *, after_seq: int = 0, batch: int = 64
     ) -> Iterator[StoredMessage]:
-        consumed: list[int] = []
-        seen.append((after_seq, consumed))
-        for message in walk_back(store, user_id, session_id, after_seq=after_seq, batch=batch):
-            consumed.append(message.seq)
-            yield message
+        records = walk_back(store, user_id, session_id, after_seq=after_seq, batch=batch)
+        yield from spied(after_seq, records)
 
     walk_back_after_summary = MessageStore.walk_back_after_summary
 
     def spy_after_summary(
         store: MessageStore, user_id: str, session_id: str, *, floor: int = 0, batch: int = 64
     ) -> tuple[SummaryRecord | None, Iterator[StoredMessage]]:
-        # The window's walk, with the summary read on its connection: after the boundary.
         summary, records = walk_back_after_summary(
             store, user_id, session_id, floor=floor, batch=batch
         )
-        consumed: list[int] = []
-        seen.append((max(floor, summary.boundary_seq if summary else 0), consumed))
+        return summary, spied(max(floor, summary.boundary_seq if summary else 0), records)
 
-        def spied() -> Iterator[StoredMessage]:
-            for message in records:
-                consumed.append(message.seq)
-                yield message
+    append_input = MessageStore.append_input
 
-        return summary, spied()
+    def spy_append_input(
+        store: MessageStore,
+        user_id: str,
+        session_id: str,
+        message: NewMessage,
+        *,
+        floor: int = 0,
+        batch: int = 64,
+    ) -> tuple[StoredMessage, SummaryRecord | None, Iterator[StoredMessage]] | None:
+        appended = append_input(store, user_id, session_id, message, floor=floor, batch=batch)
+        if appended is None:
+            return None
+        stored, summary, records = appended
+        after_seq = max(floor, summary.boundary_seq if summary else 0)
+        return stored, summary, spied(after_seq, records)
 
     monkeypatch.setattr(MessageStore, "walk_back", spy)
     monkeypatch.setattr(MessageStore, "walk_back_after_summary", spy_after_summary)
+    monkeypatch.setattr(MessageStore, "append_input", spy_append_input)
     return seen
 
 

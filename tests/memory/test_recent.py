@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from memory.recent import RecentMessages
+from memory.context.assembler import assemble
+from memory.context.messages import Message
+from memory.context.tokens import TiktokenCounter
+from memory.recent import RecentMessages, WindowCounter
 from storage import MessageStore, NewMessage, StoredMessage, SummaryStore
+
+#: The counter of the windows' own counts (``RecentWindow.counts``).
+COUNTER = TiktokenCounter()
 
 
 def new(payload: dict[str, Any], tokens: int) -> NewMessage:
@@ -49,7 +55,7 @@ def test_warm_loads_equal_cold_loads_as_the_session_grows_and_the_boundary_moves
     store: CountingStore, user_id: str, session_id: str
 ) -> None:
     rng = random.Random(7)
-    warm = RecentMessages(store)
+    warm = RecentMessages(store, COUNTER)
     boundary = 0
     for index in range(60):
         store.append(user_id, session_id, turn(rng, index))
@@ -60,7 +66,7 @@ def test_warm_loads_equal_cold_loads_as_the_session_grows_and_the_boundary_moves
         budget = rng.choice([50, 200, 400, 10_000])
 
         got = warm.load(user_id, session_id, after_seq=boundary, budget=budget)
-        expected = RecentMessages(store).load(
+        expected = RecentMessages(store, COUNTER).load(
             user_id, session_id, after_seq=boundary, budget=budget
         )
 
@@ -75,7 +81,7 @@ def test_a_warm_load_reads_only_the_new_messages(
     rng = random.Random(1)
     for index in range(40):
         store.append(user_id, session_id, turn(rng, index))
-    recent = RecentMessages(store)
+    recent = RecentMessages(store, COUNTER)
     recent.load(user_id, session_id, after_seq=0, budget=300)
     before = len(store.history(user_id, session_id))
     store.read = 0
@@ -91,7 +97,7 @@ def test_the_cache_never_serves_another_users_session(
     store: CountingStore, user_id: str, session_id: str
 ) -> None:
     store.append(user_id, session_id, turn(random.Random(2), 0))
-    recent = RecentMessages(store)
+    recent = RecentMessages(store, COUNTER)
     recent.load(user_id, session_id, after_seq=0, budget=100)
 
     assert recent.load("someone-else", session_id, after_seq=0, budget=100).stored == ()
@@ -100,10 +106,10 @@ def test_the_cache_never_serves_another_users_session(
 def test_the_cache_forgets_the_least_recently_used_sessions_past_its_byte_limit(
     store: CountingStore, user_id: str, session_id: str
 ) -> None:
-    probe = RecentMessages(store)
+    probe = RecentMessages(store, COUNTER)
     store.append(user_id, f"{session_id}-probe", turn(random.Random(3), 0))
     probe.load(user_id, f"{session_id}-probe", after_seq=0, budget=10_000)
-    recent = RecentMessages(store, max_bytes=2 * probe.cached_bytes)
+    recent = RecentMessages(store, COUNTER, max_bytes=2 * probe.cached_bytes)
     sessions = [f"{session_id}-{name}" for name in "abc"]
     for session in sessions:
         store.append(user_id, session, turn(random.Random(3), 0))
@@ -129,7 +135,7 @@ def test_the_cache_is_bounded_by_bytes_not_tokens(
     store: CountingStore, user_id: str, session_id: str
 ) -> None:
     bound = 5_000_000
-    recent = RecentMessages(store, max_bytes=bound)
+    recent = RecentMessages(store, COUNTER, max_bytes=bound)
     for index in range(20):
         store.append(user_id, f"{session_id}-{index}", [image_message(index)])
         recent.load(user_id, f"{session_id}-{index}", after_seq=0, budget=100_000)
@@ -147,7 +153,7 @@ def test_the_cache_is_bounded_by_bytes_not_tokens(
 
 
 def test_empty_windows_are_not_cached(store: CountingStore, user_id: str) -> None:
-    recent = RecentMessages(store)
+    recent = RecentMessages(store, COUNTER)
     # The issue saw 20,000 requests on unknown ids leave 20,061 entries; 2,000 (each a real
     # query) shows the same thing in a tenth of the time.
     for index in range(2_000):
@@ -169,7 +175,7 @@ def test_the_summary_and_the_new_rows_come_from_one_checkout_and_equal_separate_
         user_id, session_id, content="s", kind="raw", boundary_seq=starts[10] - 1,
         covered=starts[10] - 1, expected_version=0,
     )  # fmt: skip
-    recent = RecentMessages(store)
+    recent = RecentMessages(store, COUNTER)
     recent.load_with_summary(user_id, session_id, budget=300)  # warm: the cached window
     store.append(user_id, session_id, turn(rng, 30))
     checkouts: list[object] = []
@@ -187,6 +193,36 @@ def test_the_summary_and_the_new_rows_come_from_one_checkout_and_equal_separate_
     assert len(checkouts) == 1
     assert summary == expected
     assert expected is not None
-    assert window == RecentMessages(store).load(
+    assert window == RecentMessages(store, COUNTER).load(
         user_id, session_id, after_seq=expected.boundary_seq, budget=300
     )
+
+
+def test_the_window_counts_with_this_process_counter_and_the_cap_asks_it_for_nothing_else(
+    store: CountingStore, user_id: str, session_id: str
+) -> None:
+    rng = random.Random(3)
+    for index in range(20):
+        store.append(user_id, session_id, turn(rng, index))  # stored counts are made up
+    window = RecentMessages(store, COUNTER).load(user_id, session_id, after_seq=0, budget=400)
+    asked: list[Message] = []
+
+    class Spy:
+        def count_message(self, message: Message) -> int:
+            asked.append(message)
+            return COUNTER.count_message(message)
+
+        def count_text(self, text: str) -> int:
+            return COUNTER.count_text(text)
+
+    through_window = assemble(
+        list(window.messages), budget=300, counter=WindowCounter(Spy(), window), system="Brief."
+    )
+    plain = assemble(list(window.messages), budget=300, counter=COUNTER, system="Brief.")
+
+    assert window.counts == tuple(COUNTER.count_message(m) for m in window.messages)
+    assert through_window == plain
+    # Only what the window does not hold is counted anew: the system message, and messages
+    # the cap made (cut tool results), never a message of the window itself.
+    assert asked
+    assert not any(any(m is known for known in window.messages) for m in asked)

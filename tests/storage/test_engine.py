@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from storage import Database, DatabaseUnavailableError, StorageError, default_data_dir
 
@@ -48,3 +49,19 @@ def test_unusable_data_folder_is_database_unavailable(tmp_path: Path) -> None:
 def test_default_data_dir_is_per_user() -> None:
     assert default_data_dir().name == "stratamem"
     assert default_data_dir().is_relative_to(Path.home())
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced_without_an_error(
+    database: Database,
+) -> None:
+    # No ping before each use (a round trip): the pool looks at the socket instead.
+    with Database.open(database.url, pool_size=1) as opened:
+        with opened.reading() as connection:
+            pid = connection.scalar(text("SELECT pg_backend_pid()"))
+        with database.reading() as other:
+            # Waits (up to 10 s) until the backend has exited.
+            ended = other.scalar(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid})
+        assert ended is True
+
+        with opened.reading() as connection:
+            assert connection.scalar(text("SELECT pg_backend_pid()")) != pid

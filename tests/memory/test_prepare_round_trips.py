@@ -1,0 +1,132 @@
+"""How many round trips to Postgres one ``prepare`` costs, counted on the wire.
+
+Not a timing test: the count does not depend on the machine, and on a loaded machine it is the
+count of round trips, not Python, that decides the latency of a request (each one waits for a
+core). libpq's own trace of every connection the pool hands out says what was sent: each
+``ReadyForQuery`` the server sends ends one round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+
+from memory import Memory, Settings
+from storage import Database
+
+
+@dataclass
+class WireTrace:
+    """The messages libpq exchanged with the server while the trace was on."""
+
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def round_trips(self) -> int:
+        return sum(1 for line in self.lines if "\tReadyForQuery\t" in line)
+
+
+@contextmanager
+def wire_trace(engine: Engine, path: Path) -> Iterator[WireTrace]:
+    """Trace every connection ``engine``'s pool hands out until the block ends."""
+    trace = WireTrace()
+    traced: list[Any] = []
+    with path.open("w") as stream:
+
+        def start(dbapi_connection: Any, *_: Any) -> None:
+            dbapi_connection.pgconn.trace(stream.fileno())
+            traced.append(dbapi_connection)
+
+        event.listen(engine.pool, "checkout", start)
+        try:
+            yield trace
+        finally:
+            event.remove(engine.pool, "checkout", start)
+            for connection in traced:
+                if not connection.closed:
+                    connection.pgconn.untrace()  # flushes what libpq buffered
+    trace.lines = path.read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def own_database(database_url: str) -> Iterator[Database]:
+    """This module's own handle on the shared database (its pool is traced)."""
+    with Database.open(database_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def mem(own_database: Database) -> Memory:
+    """Cards off: recall is a separate cost, measured elsewhere."""
+    return Memory(own_database, Settings(cards={"enabled": False}))
+
+
+def test_prepare_with_an_input_is_one_round_trip(
+    mem: Memory, own_database: Database, user_id: str, session_id: str, tmp_path: Path
+) -> None:
+    mem.prepare(user_id=user_id, session_id=session_id, input="How is the checkout service?")
+    mem.record(
+        user_id=user_id, session_id=session_id, messages=[{"role": "assistant", "content": "Up."}]
+    )
+
+    with wire_trace(own_database.engine, tmp_path / "trace") as trace:
+        context = mem.prepare(user_id=user_id, session_id=session_id, input="And payments?")
+
+    # Stored durably, summary and new rows read: one statement, no ping, no BEGIN/COMMIT.
+    assert trace.round_trips == 1
+    assert [m["content"] for m in context.messages] == [
+        "How is the checkout service?",
+        "Up.",
+        "And payments?",
+    ]
+    stored = mem.history(user_id=user_id, session_id=session_id)
+    assert [m.payload["content"] for m in stored] == [m["content"] for m in context.messages]
+
+
+def test_prepare_in_a_tool_loop_is_one_round_trip(
+    mem: Memory, own_database: Database, user_id: str, session_id: str, tmp_path: Path
+) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "status", "arguments": "{}"}}
+    mem.prepare(user_id=user_id, session_id=session_id, input="Is checkout up?")
+    mem.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "up"},
+        ],
+    )
+
+    with wire_trace(own_database.engine, tmp_path / "trace") as trace:
+        context = mem.prepare(user_id=user_id, session_id=session_id)
+
+    assert trace.round_trips == 1
+    assert [m["role"] for m in context.messages] == ["user", "assistant", "tool"]
+
+
+def test_an_input_after_open_calls_takes_the_general_path_and_closes_them(
+    mem: Memory, own_database: Database, user_id: str, session_id: str, tmp_path: Path
+) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "status", "arguments": "{}"}}
+    mem.prepare(user_id=user_id, session_id=session_id, input="Is checkout up?")
+    mem.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[{"role": "assistant", "content": None, "tool_calls": [call]}],
+    )
+
+    with wire_trace(own_database.engine, tmp_path / "trace") as trace:
+        context = mem.prepare(user_id=user_id, session_id=session_id, input="Never mind.")
+
+    # The one statement stored nothing (a call is open); the writer closed the call first.
+    assert trace.round_trips > 1
+    assert [c.call_id for c in context.report.interrupted_calls] == ["c1"]
+    stored = mem.history(user_id=user_id, session_id=session_id)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "user"]
+    assert stored[-1].payload["content"] == "Never mind."
