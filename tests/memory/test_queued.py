@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 import memory.queued
 from memory import Memory, Settings
@@ -107,7 +107,16 @@ def test_requests_past_the_trigger_queue_one_job_until_the_summary_moves(
             messages=[{"role": "assistant", "content": f"ok {turn}: {filler}"}],
         )
 
-    assert len(job_inserts) == 2  # once more, for the new summary version
+    # Once more for the new summary version, from each path: record's own fold check queued it
+    # first (it skips only while a job is pending) and prepare's first request past the
+    # trigger at this version merged with it. Still one job, and 15 requests queued 2 times.
+    assert len(job_inserts) == 3
+    with database.reading() as connection:
+        pending = connection.execute(
+            text("SELECT count(*) FROM jobs WHERE user_id = :u AND status = 'pending'"),
+            {"u": user_id},
+        ).scalar_one()
+    assert pending == 1
     assert archived == 0  # no summary written by prepare itself (that, too, moves it)
     mem.run_worker(until_idle=True)
     history = mem.history(user_id=user_id, session_id=session_id)

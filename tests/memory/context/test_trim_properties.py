@@ -278,3 +278,4 @@ def test_trim_history_and_the_assembler_keep_the_same_messages(
         parse_messages(history), budget=budget, counter=counter, recent_messages=recent
     )
     assert assembled.messages == trimmed
+    assert validate_history(assembled.messages) == []  # the assembler no longer re-checks
