@@ -8,7 +8,15 @@ from typing import TypeAlias
 
 from rich.console import Console
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "CommandError", "Handler", "Subcommands"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_PROBLEM",
+    "EXIT_USAGE",
+    "CommandError",
+    "Handler",
+    "Subcommands",
+    "whole_number",
+]
 
 #: Exit codes: 0 success, 1 the transcript or budget cannot work, 2 bad usage or unreadable input.
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -24,3 +32,18 @@ class CommandError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``minimum``, else a usage error."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {number}")
+        return number
+
+    return parse

@@ -23,7 +23,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memory.cli.base import EXIT_OK, Subcommands
+from memory.cli.base import EXIT_OK, Subcommands, whole_number
 from memory.cli.demo_script import QUESTIONS, SYSTEM, ScriptSession, demo_script, questions_session
 from memory.context.assembler import AssembledContext
 from memory.context.cut import preview
@@ -46,7 +46,9 @@ def register_demo(subcommands: Subcommands) -> None:
         "about it in a new session; show what each request sends, the summary, the recalled "
         "cards and the assembled prompt. Offline unless --llm.",
     )
-    demo.add_argument("--turns", type=_count, default=70, help="ops turns per session (default 70)")
+    demo.add_argument(
+        "--turns", type=whole_number(0), default=70, help="ops turns per session (default 70)"
+    )
     demo.add_argument("--data-dir", type=Path, help="embedded database folder")
     demo.add_argument(
         "--llm",
@@ -54,16 +56,6 @@ def register_demo(subcommands: Subcommands) -> None:
         help="use the configured LLM (OPENAI_BASE_URL, OPENAI_API_KEY) for summaries",
     )
     demo.set_defaults(handler=_run_demo)
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {number}")
-    return number
 
 
 def sparkline(values: Sequence[int], *, width: int, top: int) -> str:

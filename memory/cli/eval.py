@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memory.cli.base import EXIT_OK, CommandError, Subcommands
+from memory.cli.base import EXIT_OK, CommandError, Subcommands, whole_number
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.evaluation import (
     Conversation,
@@ -69,23 +69,13 @@ def register_eval(subcommands: Subcommands) -> None:
         "recalled cards' share of the conversation's tokens, per category and overall.",
     )
     locomo.add_argument("--data", type=Path, required=True, help="the LoCoMo JSON file")
-    locomo.add_argument("--k", type=_positive, default=10, help="cards per search (10)")
-    locomo.add_argument("--limit", type=_positive, help="only the first N conversations")
+    locomo.add_argument("--k", type=whole_number(1), default=10, help="cards per search (10)")
+    locomo.add_argument("--limit", type=whole_number(1), help="only the first N conversations")
     locomo.add_argument("--json", type=Path, dest="json_out", help="also write the numbers here")
     locomo.add_argument(
         "--data-dir", type=Path, help="database folder (default: a temporary one, removed after)"
     )
     locomo.set_defaults(handler=_run_locomo)
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {number}")
-    return number
 
 
 def make_embedder() -> Embedder:

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands
+from memory.cli.base import EXIT_OK, EXIT_PROBLEM, CommandError, Subcommands, whole_number
 from memory.cli.inspect_session import DEFAULT_MESSAGES, show_session
 from memory.context.cut import preview
 from memory.context.messages import Message, parse_messages
@@ -47,28 +47,18 @@ def register_inspect(subcommands: Subcommands) -> None:
     inspect.add_argument(
         "file", type=Path, nargs="?", help="JSON list of OpenAI messages, or {messages}"
     )
-    inspect.add_argument("--budget", type=_tokens, help="token budget to trim a FILE to")
+    inspect.add_argument("--budget", type=whole_number(0), help="token budget to trim a FILE to")
     inspect.add_argument("--model", default=DEFAULT_MODEL, help="model whose tokenizer counts")
     inspect.add_argument("--user", help="the user of a stored session")
     inspect.add_argument("--session", help="the stored session to show")
     inspect.add_argument("--system", help="the system prompt of the next request")
     inspect.add_argument(
         "--messages",
-        type=_tokens,
+        type=whole_number(0),
         default=DEFAULT_MESSAGES,
         help=f"newest stored messages to list (default {DEFAULT_MESSAGES})",
     )
     inspect.set_defaults(handler=_run_inspect)
-
-
-def _tokens(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {number}")
-    return number
 
 
 def load_transcript(path: Path) -> list[dict[str, Any]]:
