@@ -11,6 +11,7 @@ from rich.console import Console
 __all__ = [
     "EXIT_OK",
     "EXIT_PROBLEM",
+    "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "CommandError",
     "Handler",
@@ -18,8 +19,9 @@ __all__ = [
     "whole_number",
 ]
 
-#: Exit codes: 0 success, 1 the transcript or budget cannot work, 2 bad usage or unreadable input.
-EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+#: Exit codes: 0 success, 1 the transcript or budget cannot work, 2 bad usage or unreadable input,
+#: 3 the database cannot be reached.
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
 Handler = Callable[[argparse.Namespace, Console], int]
 # argparse's class is generic only to type checkers: subscripting it at run time fails.

@@ -13,7 +13,7 @@ from types import FrameType
 import uvicorn
 from rich.console import Console
 
-from memory.cli.base import CommandError, Subcommands
+from memory.cli.base import EXIT_UNAVAILABLE, CommandError, Subcommands
 from memory.facade import Memory
 from memory.proxy import USER_HEADER, ProxyConfig, create_app
 from storage import DatabaseUnavailableError
@@ -27,8 +27,6 @@ OPENAI_URL = "https://api.openai.com/v1"
 #: The environment variable that holds the proxy's own bearer token (safer than ``--token``,
 #: which other local users can read in the process list).
 TOKEN_VARIABLE = "STRATAMEM_PROXY_TOKEN"
-#: Exit code when the database cannot be reached at start.
-EXIT_UNAVAILABLE = 3
 
 
 def register_serve(subcommands: Subcommands) -> None:

@@ -11,15 +11,12 @@ from types import FrameType
 
 from rich.console import Console
 
-from memory.cli.base import CommandError, Subcommands
+from memory.cli.base import EXIT_UNAVAILABLE, CommandError, Subcommands
 from memory.facade import Memory
 from memory.worker import SHUTDOWN_GRACE_SECONDS
 from storage import DatabaseUnavailableError
 
 __all__ = ["register_worker"]
-
-#: Exit code when the database cannot be reached (distinct from bad usage and bad input).
-EXIT_UNAVAILABLE = 3
 
 
 def register_worker(subcommands: Subcommands) -> None:
