@@ -116,27 +116,29 @@ def _works_at(match: re.Match[str]) -> Finding | None:
 
 @rule(ENGLISH_RULES, rf"\bi (?:live|am living|'m living|currently live) in {PLACE}")
 def _lives_in(match: re.Match[str]) -> Finding | None:
-    return _place(match, "User lives in")
+    return _place(match, "User lives in {where}")
 
 
 @rule(ENGLISH_RULES, rf"{I_AM} (?:based|located) in {PLACE}")
 def _based_in(match: re.Match[str]) -> Finding | None:
-    return _place(match, "User lives in")
+    return _place(match, "User lives in {where}")
 
 
 @rule(ENGLISH_RULES, rf"\bi(?:'ve| have)? (?:just |recently )?(?:moved|relocated) to {PLACE}")
 def _moved_to(match: re.Match[str]) -> Finding | None:
-    return _place(match, "User moved to", dated=True)
+    # Said as where the user lives now: "where do I live?" must find it, not only "moved".
+    return _place(match, "User lives in {where}, having moved there", dated=True)
 
 
 @rule(ENGLISH_RULES, rf"(?:{I_AM}|\bi come) (?:originally )?from {PLACE}")
 def _from(match: re.Match[str]) -> Finding | None:
-    return _place(match, "User is from", attribute="hometown")
+    return _place(match, "User is from {where}", attribute="hometown")
 
 
 def _place(
-    match: re.Match[str], words: str, *, attribute: str = "city", dated: bool = False
+    match: re.Match[str], text: str, *, attribute: str = "city", dated: bool = False
 ) -> Finding | None:
+    """A place card: ``text`` with ``{where}`` replaced by the capitalized place name."""
     # Place names are capitalized: keep the capitalized words only ("Porto with my wife").
     kept: list[str] = []
     for word in match["v"].split():
@@ -148,7 +150,7 @@ def _place(
     where = " ".join(kept).rstrip(".")
     return Finding(
         "profile",
-        f"{words} {where}",
+        text.format(where=where),
         "location",
         attribute=attribute,
         dated_by_sentence=dated,

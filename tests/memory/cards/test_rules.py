@@ -136,7 +136,8 @@ def test_a_user_statement_gives_its_card(
 
 # (what the user said, the card's text, occurred_at's day, precision)
 DATED: list[tuple[str, str, date, str]] = [
-    ("I moved to Lisbon last May.", "User moved to Lisbon in May 2022", date(2022, 5, 1),
+    ("I moved to Lisbon last May.", "User lives in Lisbon, having moved there in May 2022",
+     date(2022, 5, 1),
      "month"),
     ("We switched to Postgres last month", "The team switched to Postgres in April 2023",
      date(2023, 4, 1), "month"),
