@@ -33,6 +33,9 @@ def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
     assert "pin fact" in out, out
     assert "pinned: Never restart the payments database" in out
     assert "summary of session s3: raw, covers messages 1-" in out  # what left the window
+    # The changed fact: the new city is recalled, the old one shown as superseded.
+    assert "User lives in Lisbon, having moved there in September 2026" in out
+    assert "superseded: User lives in Berlin (valid until 03 October 2026" in out
     assert f"rm -rf {fresh_data_dir}" in out
     readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
     assert "4,096-token window" in readme and "history budget of 3,503 tokens" in readme
