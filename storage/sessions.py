@@ -243,7 +243,9 @@ class MessageStore:
         with self._database.reading() as connection:
             # One statement for the newest batch (no separate read of the last seq): a request
             # that needs only the newest messages makes a single round trip.
-            first = _newest(connection, user_id, session_id, after_seq, batch)
+            first = _messages(
+                connection, user_id, session_id, after_seq, limit=batch, newest_first=True
+            )
         upto = first[-1].seq - 1 if len(first) == batch else after_seq
         return self._walk(first, user_id, session_id, upto, after_seq, batch)
 
@@ -282,12 +284,12 @@ class MessageStore:
         yield from first
         while upto > after_seq:
             with self._database.reading() as connection:
-                records = _between(
+                records = _messages(
                     connection,
                     user_id,
                     session_id,
                     max(after_seq, upto - batch),
-                    upto,
+                    upto_seq=upto,
                     newest_first=True,
                 )
             yield from records
@@ -322,7 +324,7 @@ class MessageStore:
         with self._database.reading() as connection:
             last = _last_seq(connection, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
-            return _between(connection, user_id, session_id, after_seq, upto)
+            return _messages(connection, user_id, session_id, after_seq, upto_seq=upto)
 
     def tokens_after_summary(
         self, user_id: str, session_id: str, *, unless_queued: str | None = None
@@ -391,7 +393,7 @@ class MessageStore:
         with self._database.reading() as connection:
             while len(increment) < max_messages:
                 limit = min(batch, max_messages - len(increment))
-                rows = _after(connection, user_id, session_id, cursor, limit)
+                rows = _messages(connection, user_id, session_id, cursor, limit=limit)
                 for record in rows:
                     if increment and total + record.tokens > max_tokens:
                         return increment
@@ -486,61 +488,29 @@ def _last_seq(connection: Connection, user_id: str, session_id: str) -> int:
     return int(last or 0)
 
 
-def _newest(
-    connection: Connection, user_id: str, session_id: str, after_seq: int, limit: int
-) -> list[StoredMessage]:
-    """The session's newest ``limit`` messages with ``seq > after_seq``, newest first."""
-    rows = connection.execute(
-        select(MESSAGES)
-        .where(
-            MESSAGES.c.user_id == user_id,
-            MESSAGES.c.session_id == session_id,
-            MESSAGES.c.seq > after_seq,
-        )
-        .order_by(MESSAGES.c.seq.desc())
-        .limit(limit)
-    )
-    return [_record(row) for row in rows]
-
-
-def _between(
+def _messages(
     connection: Connection,
     user_id: str,
     session_id: str,
     after_seq: int,
-    upto_seq: int,
     *,
+    upto_seq: int | None = None,
+    limit: int | None = None,
     newest_first: bool = False,
 ) -> list[StoredMessage]:
-    """The messages with ``after_seq < seq <= upto_seq`` in seq order (or newest first)."""
+    """The messages with ``after_seq < seq`` (``<= upto_seq``), in seq order or newest first.
+
+    With ``limit``, the first ``limit`` of them in that order.
+    """
+    conditions = [
+        MESSAGES.c.user_id == user_id,
+        MESSAGES.c.session_id == session_id,
+        MESSAGES.c.seq > after_seq,
+    ]
+    if upto_seq is not None:
+        conditions.append(MESSAGES.c.seq <= upto_seq)
     order = MESSAGES.c.seq.desc() if newest_first else MESSAGES.c.seq
-    rows = connection.execute(
-        select(MESSAGES)
-        .where(
-            MESSAGES.c.user_id == user_id,
-            MESSAGES.c.session_id == session_id,
-            MESSAGES.c.seq > after_seq,
-            MESSAGES.c.seq <= upto_seq,
-        )
-        .order_by(order)
-    )
-    return [_record(row) for row in rows]
-
-
-def _after(
-    connection: Connection, user_id: str, session_id: str, after_seq: int, limit: int
-) -> list[StoredMessage]:
-    """The first ``limit`` messages after ``after_seq``, in seq order."""
-    rows = connection.execute(
-        select(MESSAGES)
-        .where(
-            MESSAGES.c.user_id == user_id,
-            MESSAGES.c.session_id == session_id,
-            MESSAGES.c.seq > after_seq,
-        )
-        .order_by(MESSAGES.c.seq)
-        .limit(limit)
-    )
+    rows = connection.execute(select(MESSAGES).where(*conditions).order_by(order).limit(limit))
     return [_record(row) for row in rows]
 
 
