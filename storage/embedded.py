@@ -200,23 +200,51 @@ def _run(account: _Account, data_folder: Path, program: str, *args: str) -> None
     pgdata = "/proc/self/cwd" if other else str(data_folder)
     with tempfile.TemporaryFile() as output:
         # A file, not a pipe: a server started by pg_ctl must not hold our pipe open.
-        completed = subprocess.run(
-            [str(binaries / program), "-D", pgdata, *args],
-            cwd=data_folder,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            timeout=_START_TIMEOUT_SECONDS + 30,
-            user=account.uid if other else None,
-            group=account.gid if other else None,
-            extra_groups=[] if other else None,
-            check=False,
-        )
+        try:
+            completed = subprocess.run(
+                [str(binaries / program), "-D", pgdata, *args],
+                cwd=data_folder,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                timeout=_START_TIMEOUT_SECONDS + 30,
+                user=account.uid if other else None,
+                group=account.gid if other else None,
+                extra_groups=[] if other else None,
+                check=False,
+            )
+        except PermissionError as error:
+            closed = _closed_folder(binaries, account) if other else None
+            if closed is None:
+                raise
+            raise RuntimeError(
+                f"as root the server runs as {account.name!r}, which may not enter {closed} "
+                f"to run pgserver's programs: chmod o+x {shlex.quote(str(closed))}, or "
+                "install stratamem where other accounts can read it"
+            ) from error
         if completed.returncode != 0:
             output.seek(0)
             said = output.read().decode(errors="replace").strip().splitlines()
             reason = said[-1] if said else f"exit code {completed.returncode}"
             raise RuntimeError(f"{program} failed: {reason[:200]}")
+
+
+def _closed_folder(path: Path, account: _Account) -> Path | None:
+    """Return the first folder on the way to ``path`` that ``account`` may not enter, if any.
+
+    Only the mode bits are read (no ACLs): this explains a failure, it does not predict one.
+    """
+    for folder in [*reversed(path.parents), path]:
+        found = folder.stat()
+        if found.st_uid == account.uid:
+            allowed = found.st_mode & stat.S_IXUSR
+        elif found.st_gid == account.gid:
+            allowed = found.st_mode & stat.S_IXGRP
+        else:
+            allowed = found.st_mode & stat.S_IXOTH
+        if not allowed:
+            return folder
+    return None
 
 
 def _binaries() -> Path:

@@ -26,7 +26,7 @@ from child_process import Child, Spawn
 from sqlalchemy import text
 from storage_samples import user
 
-from storage import Database, DatabaseUnavailableError, MessageStore
+from storage import Database, DatabaseUnavailableError, MessageStore, embedded
 from storage.engine import stop_embedded
 
 CHILD = Path(__file__).with_name("storage_child.py")
@@ -121,6 +121,27 @@ def test_a_socket_folder_of_another_account_is_refused(tmp_path: Path) -> None:
             Database.open(None, data_dir=data_dir)
     finally:
         shutil.rmtree(squatted)
+
+
+@as_root
+def test_programs_the_server_account_cannot_reach_are_named_with_the_fix(
+    fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Installed under a folder only root may enter (a 0700 temporary folder, as ``mktemp -d``
+    # makes), pgserver's programs cannot be run by the server's account.
+    closed = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        (closed / "bin").symlink_to(embedded._binaries())
+        monkeypatch.setattr(embedded, "_binaries", lambda: closed / "bin")
+
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            Database.open(None, data_dir=fresh_data_dir)
+    finally:
+        shutil.rmtree(closed)
+
+    message = str(raised.value)
+    assert f"may not enter {closed} " in message
+    assert f"chmod o+x {closed}," in message
 
 
 def test_reopening_after_the_server_was_stopped(fresh_data_dir: Path) -> None:
