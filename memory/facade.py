@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from memory.calls import OpenCall
 from memory.context.assembler import AssembledContext, SummaryContext, assemble
@@ -46,6 +46,7 @@ from storage import (
     Card,
     CardType,
     Database,
+    InvalidInputError,
     Job,
     JobQueue,
     MessageStore,
@@ -53,6 +54,8 @@ from storage import (
     StoredMessage,
     SummaryRecord,
     SummaryStore,
+    check_encodable,
+    check_text,
     erase_conversations,
 )
 
@@ -397,21 +400,36 @@ class Memory:
         where known, else when it was said.
 
         Raises:
+            InvalidInputError: ``query`` is not text (a lone surrogate), ``k`` is negative,
+                ``types`` or ``tags`` is a single string, or a filter has the wrong type.
             ConfigurationError: long-term memory is disabled (``cards.enabled=False``).
         """
-        return self._longterm().search(
-            user_id,
-            query,
-            k=k,
-            types=types,
-            session_id=session_id,
-            topic=topic,
-            tags=tags,
-            since=since,
-            until=until,
-            min_score=min_score,
-            include_superseded=include_superseded,
-        )
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
+        check_encodable("query", query)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InvalidInputError(f"k must be a whole number >= 0, not {k!r}")
+        for name, listed in (("types", types), ("tags", tags)):
+            if isinstance(listed, str):
+                raise InvalidInputError(f"{name} must be a list of strings, not one string")
+        try:
+            return self._longterm().search(
+                user_id,
+                query,
+                k=k,
+                types=types,
+                session_id=session_id,
+                topic=topic,
+                tags=tags,
+                since=since,
+                until=until,
+                min_score=min_score,
+                include_superseded=include_superseded,
+            )
+        except ValidationError as error:
+            problem = error.errors()[0]
+            where = ".".join(map(str, problem["loc"]))
+            raise InvalidInputError(f"search filter {where}: {problem['msg']}") from None
 
     def pin(
         self,
@@ -428,8 +446,15 @@ class Memory:
             PinBudgetError: the user's pins with this one would exceed the pin budget
                 (``cards.pin_budget_ratio`` of the history budget, in tokens).
             ValueError: ``text`` is blank.
+            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
+                string.
             ConfigurationError: long-term memory is disabled.
         """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"a pin's text must be a string, not {type(text).__name__}")
+        check_text("pin text", text)
+        if isinstance(tags, str):
+            raise InvalidInputError("tags must be a list of strings, not one string")
         return self._longterm().pin(user_id, text, session_id=session_id, topic=topic, tags=tags)
 
     def unpin(self, *, user_id: str, card_id: int) -> Card:

@@ -14,7 +14,7 @@ from storage.cards import (
 from storage.engine import Database, default_data_dir
 from storage.erasure import erase_conversations
 from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
-from storage.inputs import MAX_ID_LENGTH
+from storage.inputs import MAX_ID_LENGTH, check_encodable, check_text
 from storage.jobs import JobQueue
 from storage.migrations import EMBEDDING_DIM, MIGRATIONS, Migration, migrate
 from storage.records import Job, NewMessage, StoredMessage, SummaryKind, SummaryRecord
@@ -48,6 +48,8 @@ __all__ = [
     "SummaryRecord",
     "SummaryStore",
     "Validator",
+    "check_encodable",
+    "check_text",
     "content_hash",
     "default_data_dir",
     "erase_conversations",

@@ -15,7 +15,7 @@ from typing import Any
 
 from storage.errors import InvalidInputError
 
-__all__ = ["MAX_ID_LENGTH", "check_id", "check_text", "encode_json"]
+__all__ = ["MAX_ID_LENGTH", "check_encodable", "check_id", "check_text", "encode_json"]
 
 #: The longest user id, session id or client message id, in characters. Ids are keys of
 #: b-tree indexes, whose entries are limited to about 2,700 bytes: 256 characters of up to 4
@@ -61,7 +61,7 @@ def check_text(name: str, value: str) -> None:
     """
     if "\x00" in value:
         raise InvalidInputError(f"{name} contains a NUL character, which this field cannot store")
-    _check_encodable(name, value)
+    check_encodable(name, value)
 
 
 def encode_json(name: str, document: Any) -> str:
@@ -87,11 +87,11 @@ def encode_json(name: str, document: Any) -> str:
         # These messages name a type or a rule ("Object of type datetime is not JSON
         # serializable"), never the content.
         raise InvalidInputError(f"{name} is not JSON: {error}") from None
-    _check_encodable(name, encoded)
+    check_encodable(name, encoded)
     return encoded
 
 
-def _check_encodable(name: str, value: str) -> None:
+def check_encodable(name: str, value: str) -> None:
     """Raise when ``value`` holds a lone surrogate, which no UTF-8 database can store."""
     try:
         value.encode("utf-8")

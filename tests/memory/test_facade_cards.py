@@ -23,7 +23,7 @@ from memory import (
     Settings,
 )
 from retrieval import MINILM_NAME, HashingEmbedder, SentenceTransformerEmbedder
-from storage import Database
+from storage import Database, InvalidInputError
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +142,45 @@ def test_pin_over_the_pin_budget_is_refused(
         mem.pin(user_id=user_id, text="word " * budget)
     assert refused.value.budget == budget
     assert mem.pins(user_id=user_id) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "complaint"),
+    [
+        ({"query": "Lisbon \ud800"}, "query contains a lone surrogate"),
+        ({"query": None}, "query must be a string"),
+        ({"query": "Lisbon", "k": -1}, "k must be a whole number"),
+        ({"query": "Lisbon", "tags": "travel"}, "tags must be a list of strings"),
+        ({"query": "Lisbon", "types": "fact"}, "types must be a list of strings"),
+        ({"query": "Lisbon", "types": ["nope"]}, "search filter types.0"),
+        ({"query": "Lisbon", "since": "last week"}, "search filter since"),
+    ],
+)
+def test_a_careless_search_is_a_clear_error(
+    mem: Memory, user_id: str, arguments: dict[str, Any], complaint: str
+) -> None:
+    say(mem, user_id, "s", ("I live in Lisbon", "Noted."))
+    mem.end_session(user_id=user_id, session_id="s")
+
+    with pytest.raises(InvalidInputError, match=complaint):
+        mem.search(user_id=user_id, **arguments)
+
+    assert mem.search(user_id=user_id, query="Lisbon")  # nothing lost
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [("tea \x00", "contains a NUL"), ("tea \udfff", "lone surrogate"), (7, "must be a string")],
+)
+def test_a_pin_that_is_not_text_is_a_clear_error(
+    mem: Memory, user_id: str, text: Any, complaint: str
+) -> None:
+    mem.pin(user_id=user_id, text="Prefers green tea")
+
+    with pytest.raises(InvalidInputError, match=complaint):
+        mem.pin(user_id=user_id, text=text)
+
+    assert [card.text for card in mem.pins(user_id=user_id)] == ["Prefers green tea"]
 
 
 def test_forget_everything_leaves_nothing(

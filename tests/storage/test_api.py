@@ -38,6 +38,8 @@ def test_public_names() -> None:
         "SummaryRecord",
         "SummaryStore",
         "Validator",
+        "check_encodable",
+        "check_text",
         "content_hash",
         "default_data_dir",
         "erase_conversations",
