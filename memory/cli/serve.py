@@ -16,6 +16,7 @@ from rich.console import Console
 from memory.cli.base import EXIT_UNAVAILABLE, CommandError, Subcommands
 from memory.facade import Memory
 from memory.proxy import USER_HEADER, ProxyConfig, create_app
+from memory.proxy.listener import open_listener
 from storage import DatabaseUnavailableError
 
 __all__ = ["DEFAULT_PORT", "OPENAI_URL", "TOKEN_VARIABLE", "register_serve"]
@@ -66,7 +67,7 @@ def register_serve(subcommands: Subcommands) -> None:
 def _serve(args: argparse.Namespace, out: Console) -> int:
     _log_to_stderr()
     try:
-        listener = socket.create_server((args.host, args.port))
+        listener = open_listener(args.host, args.port)
     except OSError as error:
         raise CommandError(f"cannot listen on {args.host}:{args.port}: {error}") from error
     try:

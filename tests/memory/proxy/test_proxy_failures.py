@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 from proxy_harness import *  # noqa: F403 - the fixtures
-from proxy_harness import MakeClient, MakeProxy, contents, who
+from proxy_harness import MakeClient, MakeProxy, contents, recorded, who
 from upstream_fake import Fail, FakeUpstream, closed_port_url
 
 from memory import Memory
@@ -100,6 +100,7 @@ def test_with_the_database_stopped_the_request_is_answered_without_memory_then_h
     messages: list[Any] = [{"role": "user", "content": "first"}]
     messages.append(client.chat.completions.create(model="m", messages=messages).choices[0].message)
 
+    recorded()  # the first reply is stored before the database goes away
     stop_embedded((fresh_data_dir / "pg").resolve())
     messages.append({"role": "user", "content": "while the database is down"})
     raw = client.chat.completions.with_raw_response.create(model="m", messages=messages)
