@@ -31,6 +31,8 @@ from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, USER_HEADER, Prox
 from memory.proxy.recordings import Recordings
 from memory.proxy.stream import DONE, EventSplitter, ReplyAssembler, event_data
 from memory.proxy.upstream import Upstream, UpstreamFailed, response_headers
+from storage import InvalidInputError
+from storage.inputs import check_id
 
 __all__ = ["MemoryProxy", "create_app"]
 
@@ -122,6 +124,8 @@ class MemoryProxy:
         if body is None or user is None or not isinstance(body.get("messages"), list):
             return await self._forward(request, raw, streamed, None, {})  # untouched
         session = request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
+        if (refused := _refuse_ids(user, session, request)) is not None:
+            return refused
         # The replies this proxy answered before on this session are stored first, so that a
         # client sending one back finds it stored (and it is not stored twice).
         await self.recordings.settled((user, session))
@@ -147,12 +151,7 @@ class MemoryProxy:
         expected = f"Bearer {token}"
         if hmac.compare_digest(given.encode(), expected.encode()):
             return None
-        error = {
-            "message": "stratamem proxy: missing or wrong bearer token",
-            "type": "invalid_request_error",
-            "code": "invalid_api_key",
-        }
-        return JSONResponse({"error": error}, status_code=401)
+        return _client_error(401, "missing or wrong bearer token", "invalid_api_key")
 
     async def _context(
         self, messages: list[Any], user: str, session: str
@@ -266,6 +265,30 @@ async def _pass_through(answer: httpx.Response, record: Recorder | None) -> Asyn
         raise
     finally:
         await answer.aclose()
+
+
+def _client_error(status: int, detail: str, code: str) -> Response:
+    """An error of the client's request, in the OpenAI error shape."""
+    error = {"message": f"stratamem proxy: {detail}", "type": "invalid_request_error", "code": code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _refuse_ids(user: str, session: str, request: Request) -> Response | None:
+    """A 400 when the user or session id cannot name stored rows (too long, NUL, ...).
+
+    Checked before anything is stored or forwarded: such a request is the client's mistake,
+    not a failure of memory, and the answer says which id is wrong without quoting it.
+    """
+    where = f"the {USER_HEADER} header" if request.headers.get(USER_HEADER) else "the body's user"
+    for name, value, code in (
+        (where, user, "invalid_user"),
+        (f"the {SESSION_HEADER} header", session, "invalid_session"),
+    ):
+        try:
+            check_id(name, value)
+        except InvalidInputError as error:
+            return _client_error(400, str(error), code)
+    return None
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:

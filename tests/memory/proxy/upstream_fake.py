@@ -131,7 +131,11 @@ class FakeUpstream:
         )
 
     async def _chat(self, request: Request) -> Response:
-        body = json.loads(await request.body())
+        body = _chat_body(await request.body())
+        if body is None:  # as the OpenAI API answers a body it cannot use
+            error = {"message": "could not parse the request", "type": "invalid_request_error"}
+            self.received.append(Received(request.url.path, {}, dict(request.headers)))
+            return JSONResponse({"error": {**error, "code": None}}, status_code=400)
         with self._lock:
             self.received.append(Received(request.url.path, body, dict(request.headers)))
             answer = self._script.popleft() if self._script else Text(_echo(body))
@@ -167,6 +171,24 @@ class FakeUpstream:
         chunk = _chunk(body, {"index": 0, "delta": {}, "finish_reason": finish})
         yield f"data: {json.dumps(chunk)}\n\n".encode()
         yield b"data: [DONE]\n\n"
+
+
+def _chat_body(raw: bytes) -> dict[str, Any] | None:
+    """The request as a chat completion request, or ``None`` when it is not one."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return None
+    messages = body["messages"]
+    if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+        return None
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate, sent as a JSON escape
+        return None
+    return body
 
 
 def _echo(body: dict[str, Any]) -> str:
