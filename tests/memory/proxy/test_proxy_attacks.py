@@ -244,9 +244,10 @@ def test_without_the_right_bearer_token_it_is_a_401_and_nothing_moves(
     authorization: str | bytes | None,
 ) -> None:
     url = make_proxy(token="proxy-secret") + "/chat/completions"
-    headers: dict[str, str | bytes] = {**who(*session)}
+    headers = {name.encode(): value.encode() for name, value in who(*session).items()}
     if authorization is not None:
-        headers["Authorization"] = authorization
+        given = authorization if isinstance(authorization, bytes) else authorization.encode()
+        headers[b"Authorization"] = given
 
     response = httpx.post(
         url, json=chat({"role": "user", "content": SECRET}), headers=headers, timeout=60
