@@ -18,7 +18,8 @@ USER_HEADER = "X-Stratamem-User"
 #: Which of the user's conversations this is (else ``memory.hook.DEFAULT_SESSION``).
 SESSION_HEADER = "X-Stratamem-Session"
 #: On every response of a request with a user: ``ok``, or ``degraded`` when memory failed and
-#: the client's own messages were forwarded (or the reply could not be recorded).
+#: the client's own messages were forwarded. The reply is recorded after the response has gone
+#: out: a failure there is logged and counted (``/healthz``), not told in this header.
 MEMORY_HEADER = "X-Stratamem-Memory"
 
 

@@ -213,9 +213,14 @@ def test_a_body_that_is_no_chat_request_gets_the_upstreams_400_and_stores_nothin
 
 
 def test_messages_of_wrong_types_inside_are_passed_through_without_memory(
-    post: Any, session: tuple[str, str], upstream: tuple[FakeUpstream, str], memory: Memory
+    post: Any,
+    session: tuple[str, str],
+    upstream: tuple[FakeUpstream, str],
+    memory: Memory,
+    caplog: Any,
 ) -> None:
-    messages = [{"role": "user", "content": 5}, {"role": 7, "content": ["x"]}]
+    caplog.set_level("INFO")
+    messages = [{"role": "user", "content": 5}, {"role": 7, "content": [SECRET]}]
 
     response = post({"model": "m", "messages": messages}, **who(*session))
 
@@ -223,6 +228,7 @@ def test_messages_of_wrong_types_inside_are_passed_through_without_memory(
     assert response.headers["x-stratamem-memory"] == "degraded"
     assert upstream[0].bodies[-1]["messages"] == messages
     assert stored(memory, *session) == EARLIER
+    assert "memory degraded" in caplog.text and SECRET not in caplog.text
 
 
 @pytest.mark.parametrize(
