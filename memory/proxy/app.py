@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,8 +38,8 @@ __all__ = ["MemoryProxy", "create_app"]
 
 logger = logging.getLogger(__name__)
 
-#: Starts recording a reply (it runs on after the call returns).
-Recorder = Callable[[dict[str, Any]], None]
+#: Records a reply, or starts recording it (``ProxyConfig.record_after_answer``).
+Recorder = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def create_app(
@@ -133,8 +133,11 @@ class MemoryProxy:
         content = raw if sent is None else json.dumps({**body, "messages": sent}).encode()
         state = {MEMORY_HEADER: "ok" if sent is not None else "degraded"}
 
-        def record(reply: dict[str, Any]) -> None:
-            self.recordings.start((user, session), self._record(reply, user, session))
+        async def record(reply: dict[str, Any]) -> None:
+            if self.config.record_after_answer:
+                self.recordings.start((user, session), self._record(reply, user, session))
+            else:
+                await self._record(reply, user, session)
 
         # Without its input stored, the reply is not recorded either: the client's next
         # request resends both, in their order.
@@ -211,7 +214,7 @@ class MemoryProxy:
         record: Recorder | None,
         state: dict[str, str],
     ) -> Response:
-        """Send to the upstream and answer with its response; ``record`` starts on the reply."""
+        """Send to the upstream and answer with its response; ``record`` takes the reply."""
         try:
             answer = await self._upstream.send(
                 "POST", "/chat/completions", request.headers, content, stream=streamed
@@ -229,15 +232,16 @@ class MemoryProxy:
         if record is not None and answer.status_code == 200:
             reply = _first_message(answer.content)
             if reply is not None:
-                record(reply)
+                await record(reply)
         return Response(answer.content, answer.status_code, headers=response_headers(answer, state))
 
 
 async def _pass_through(answer: httpx.Response, record: Recorder | None) -> AsyncIterator[bytes]:
-    """The upstream's events as they complete; the reply's recording starts before ``[DONE]``.
+    """The upstream's events as they complete; the reply is taken by ``record`` before ``[DONE]``.
 
     Holding back only the final event means a client that sends its next request as soon as
-    the stream ends finds this reply's recording started, and so waits for it (``Recordings``).
+    the stream ends finds this reply's recording started, and so waits for it (``Recordings``),
+    or, with ``record_after_answer`` off, finds it stored.
     A stream cut short (no ``finish_reason``) is not recorded: the client does not hold that
     reply either.
     """
@@ -256,7 +260,7 @@ async def _pass_through(answer: httpx.Response, record: Recorder | None) -> Asyn
         held.append(splitter.rest())
         reply = assembler.message() if assembler.finished else None
         if record is not None and reply is not None:
-            record(reply)
+            await record(reply)
         for event in held:
             if event:
                 yield event

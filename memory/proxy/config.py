@@ -36,6 +36,10 @@ class ProxyConfig:
         timeout: seconds to wait for the upstream (reading a response included).
         connect_timeout: seconds to wait for a connection to the upstream.
         lookback: how many stored messages a request is compared with to find its new ones.
+        record_after_answer: store the reply while the answer goes out (the client does not
+            wait for it; a later request of the session waits, on this proxy). ``False``
+            stores it before the answer (before ``[DONE]`` in a stream), for several proxies
+            that share a session's requests without routing them to one proxy.
     """
 
     upstream: str
@@ -44,3 +48,4 @@ class ProxyConfig:
     timeout: float = 600.0
     connect_timeout: float = 10.0
     lookback: int = LOOKBACK
+    record_after_answer: bool = True
