@@ -43,7 +43,8 @@ __all__ = [
     "split_request",
 ]
 
-#: How many of the session's newest stored messages a request is compared with.
+#: How many of the session's newest stored messages a request is compared with, at most (a
+#: request that holds fewer messages reads only as many: it cannot resend more).
 LOOKBACK = 32
 
 #: The session of a user who names none (the proxy's default for ``X-Stratamem-Session``).
