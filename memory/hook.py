@@ -43,7 +43,8 @@ __all__ = [
     "split_request",
 ]
 
-#: How many of the session's newest stored messages a request is compared with.
+#: How many of the session's newest stored messages a request is compared with, at most (a
+#: request that holds fewer messages reads only as many: it cannot resend more).
 LOOKBACK = 32
 
 #: The session of a user who names none (the proxy's default for ``X-Stratamem-Session``).
@@ -87,8 +88,7 @@ def context_for(
         storage.StorageError: the database failed.
     """
     request = split_request(messages)
-    tail = memory.recent_history(user_id=user_id, session_id=session_id, limit=lookback)
-    new = _unstored(request.conversation, [record.payload for record in tail])
+    new = _new_messages(memory, request.conversation, user_id, session_id, lookback)
     last = new[-1] if new else None
     if last is not None and last.get("role") == "user":
         memory.record(user_id=user_id, session_id=session_id, messages=new[:-1])
@@ -191,21 +191,46 @@ def _own_input_last(context: AssembledContext, input: Mapping[str, Any]) -> Asse
     return context
 
 
-def _unstored(conversation: list[dict[str, Any]], tail: list[dict[str, Any]]) -> list[Any]:
-    """The messages of ``conversation`` that are not among the stored ``tail``, in order.
+def _new_messages(
+    memory: Memory, conversation: list[dict[str, Any]], user_id: str, session_id: str, lookback: int
+) -> list[Any]:
+    """The messages of ``conversation`` not stored yet, read against the session's newest ones.
 
-    Everything after the resent prefix (``count_stored``) is new. When nothing matched (the
-    stored tail does not end with what the client resends: another client wrote to the session
-    in between), the client's messages up to its last assistant message that are found in the
-    tail, in order, are taken as stored, and so are those too old for the tail to show; the
-    trailing turn after it (the user's input, the tool results) is new.
+    A request can resend at most as many stored messages as it holds, so at first only that
+    many are read (one row for a client that sends just its new input, none for an empty
+    request); ``count_stored`` gives the same answer on them as on ``lookback`` rows. Only when
+    nothing matched and the client's history has turns of its own (another client wrote in
+    between) is the whole ``lookback`` read, to find them.
     """
+    limit = min(lookback, len(conversation))
+    tail = _stored_tail(memory, user_id, session_id, limit)
     theirs = _Fingerprints(conversation)
-    # Stored payloads are already in the form ``fingerprint`` parses a message into.
-    stored = [_canonical(message) for message in tail]
-    start = count_stored(theirs, stored)
-    if start > 0 or not stored:
+    start = count_stored(theirs, tail)
+    answered = any(message.get("role") == "assistant" for message in conversation)
+    if start > 0 or not tail or not answered:
         return conversation[start:]
+    if limit < lookback and len(tail) == limit:
+        tail = _stored_tail(memory, user_id, session_id, lookback)
+    return _unstored(conversation, theirs, tail)
+
+
+def _stored_tail(memory: Memory, user_id: str, session_id: str, limit: int) -> list[str]:
+    """The fingerprints of the session's ``limit`` newest stored messages, oldest first."""
+    newest = memory.recent_history(user_id=user_id, session_id=session_id, limit=limit)
+    # Stored payloads are already in the form ``fingerprint`` parses a message into.
+    return [_canonical(record.payload) for record in newest]
+
+
+def _unstored(
+    conversation: list[dict[str, Any]], theirs: Sequence[str], stored: list[str]
+) -> list[Any]:
+    """The new messages of a ``conversation`` whose end matched none of the ``stored`` tail.
+
+    The stored tail does not end with what the client resends: another client wrote to the
+    session in between. The client's messages up to its last assistant message that are found
+    in the tail, in order, are taken as stored, and so are those too old for the tail to show;
+    the trailing turn after it (the user's input, the tool results) is new.
+    """
     assistants = [i for i, m in enumerate(conversation) if m.get("role") == "assistant"]
     turn = assistants[-1] + 1 if assistants else 0
     new: list[Any] = []

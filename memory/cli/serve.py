@@ -16,6 +16,7 @@ from rich.console import Console
 from memory.cli.base import EXIT_UNAVAILABLE, CommandError, Subcommands
 from memory.facade import Memory
 from memory.proxy import USER_HEADER, ProxyConfig, create_app
+from memory.proxy.listener import open_listener
 from storage import DatabaseUnavailableError
 
 __all__ = ["DEFAULT_PORT", "OPENAI_URL", "TOKEN_VARIABLE", "register_serve"]
@@ -56,6 +57,12 @@ def register_serve(subcommands: Subcommands) -> None:
         "--timeout", type=float, default=600.0, help="seconds to wait for the upstream (600)"
     )
     serve.add_argument(
+        "--record-before-answer",
+        action="store_true",
+        help="store each reply before answering (for proxies that share a session's requests "
+        "without routing them to one proxy; the default stores it while the answer goes out)",
+    )
+    serve.add_argument(
         "--worker",
         action="store_true",
         help="also run a background worker thread (else run `stratamem worker` beside it)",
@@ -66,7 +73,7 @@ def register_serve(subcommands: Subcommands) -> None:
 def _serve(args: argparse.Namespace, out: Console) -> int:
     _log_to_stderr()
     try:
-        listener = socket.create_server((args.host, args.port))
+        listener = open_listener(args.host, args.port)
     except OSError as error:
         raise CommandError(f"cannot listen on {args.host}:{args.port}: {error}") from error
     try:
@@ -76,6 +83,7 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
                 api_key=mem.settings.llm_api_key,
                 token=args.token or os.environ.get(TOKEN_VARIABLE) or None,
                 timeout=args.timeout,
+                record_after_answer=not args.record_before_answer,
             )
             if args.worker:
                 mem.run_worker()

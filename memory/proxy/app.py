@@ -2,8 +2,9 @@
 
 ``POST /v1/chat/completions`` with a user (the ``X-Stratamem-User`` header or the body's
 ``user``) stores the request's new messages, sends the assembled context instead of the
-client's history, stores the reply and returns the upstream's answer unchanged, streamed or
-not. ``GET /v1/models`` is forwarded; ``GET /healthz`` answers without touching anything.
+client's history, returns the upstream's answer unchanged, streamed or not, and stores the
+reply once the answer has gone out (``memory.proxy.recordings``). ``GET /v1/models`` is
+forwarded; ``GET /healthz`` answers without touching anything.
 
 ``Memory`` is synchronous: its calls run in the thread pool, never on the event loop.
 """
@@ -27,14 +28,18 @@ from starlette.routing import Route
 from memory.facade import Memory
 from memory.hook import DEFAULT_SESSION, context_for, record_reply
 from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, USER_HEADER, ProxyConfig
+from memory.proxy.recordings import Recordings
 from memory.proxy.stream import DONE, EventSplitter, ReplyAssembler, event_data
 from memory.proxy.upstream import Upstream, UpstreamFailed, response_headers
+from storage import InvalidInputError
+from storage.inputs import check_id
 
 __all__ = ["MemoryProxy", "create_app"]
 
 logger = logging.getLogger(__name__)
 
-Recorder = Callable[[dict[str, Any]], Awaitable[bool]]
+#: Records a reply, or starts recording it (``ProxyConfig.record_after_answer``).
+Recorder = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def create_app(
@@ -57,8 +62,9 @@ class MemoryProxy:
     """The proxy's state and handlers; ``app`` is the ASGI application.
 
     Attributes:
-        memory_failures: requests answered without memory (or whose reply was not recorded)
-            because storing or assembling failed; each is logged as a warning.
+        memory_failures: requests answered without memory, and replies not recorded, because
+            storing or assembling failed; each is logged as a warning.
+        recordings: the replies being stored after their response went out.
     """
 
     def __init__(
@@ -71,6 +77,7 @@ class MemoryProxy:
         self.memory = memory
         self.config = config
         self.memory_failures = 0
+        self.recordings = Recordings()
         self._upstream = Upstream(config, transport=transport)
         self.app = Starlette(
             routes=[
@@ -87,6 +94,9 @@ class MemoryProxy:
         try:
             yield
         finally:
+            # uvicorn has finished the requests in flight; their replies are stored before the
+            # process may end.
+            await self.recordings.drain()
             await self._upstream.close()
 
     async def healthz(self, request: Request) -> Response:
@@ -114,12 +124,20 @@ class MemoryProxy:
         if body is None or user is None or not isinstance(body.get("messages"), list):
             return await self._forward(request, raw, streamed, None, {})  # untouched
         session = request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
+        if (refused := _refuse_ids(user, session, request)) is not None:
+            return refused
+        # The replies this proxy answered before on this session are stored first, so that a
+        # client sending one back finds it stored (and it is not stored twice).
+        await self.recordings.settled((user, session))
         sent = await self._context(body["messages"], user, session)
         content = raw if sent is None else json.dumps({**body, "messages": sent}).encode()
         state = {MEMORY_HEADER: "ok" if sent is not None else "degraded"}
 
-        async def record(reply: dict[str, Any]) -> bool:
-            return await self._record(reply, user, session)
+        async def record(reply: dict[str, Any]) -> None:
+            if self.config.record_after_answer:
+                self.recordings.start((user, session), self._record(reply, user, session))
+            else:
+                await self._record(reply, user, session)
 
         # Without its input stored, the reply is not recorded either: the client's next
         # request resends both, in their order.
@@ -136,12 +154,7 @@ class MemoryProxy:
         expected = f"Bearer {token}"
         if hmac.compare_digest(given.encode(), expected.encode()):
             return None
-        error = {
-            "message": "stratamem proxy: missing or wrong bearer token",
-            "type": "invalid_request_error",
-            "code": "invalid_api_key",
-        }
-        return JSONResponse({"error": error}, status_code=401)
+        return _client_error(401, "missing or wrong bearer token", "invalid_api_key")
 
     async def _context(
         self, messages: list[Any], user: str, session: str
@@ -166,16 +179,18 @@ class MemoryProxy:
             return None
         return context.messages
 
-    async def _record(self, reply: dict[str, Any], user: str, session: str) -> bool:
-        """Store the model's reply; ``False`` when that failed (logged and counted)."""
+    async def _record(self, reply: dict[str, Any], user: str, session: str) -> None:
+        """Store the model's reply; a failure is logged and counted, never raised.
+
+        It runs after the client has its answer; the client holds the reply and sends it back
+        with its next request, where it is stored as a new message: nothing is lost.
+        """
         try:
             await run_in_threadpool(
                 record_reply, self.memory, reply, user_id=user, session_id=session
             )
         except Exception as error:  # noqa: BLE001 - a degradation point, as in _context
             self._failed("recording the reply", user, session, error)
-            return False
-        return True
 
     def _failed(self, doing: str, user: str, session: str, error: Exception) -> None:
         self.memory_failures += 1
@@ -199,7 +214,7 @@ class MemoryProxy:
         record: Recorder | None,
         state: dict[str, str],
     ) -> Response:
-        """Send to the upstream and answer with its response, recording the reply if asked."""
+        """Send to the upstream and answer with its response; ``record`` takes the reply."""
         try:
             answer = await self._upstream.send(
                 "POST", "/chat/completions", request.headers, content, stream=streamed
@@ -216,17 +231,19 @@ class MemoryProxy:
             await answer.aclose()
         if record is not None and answer.status_code == 200:
             reply = _first_message(answer.content)
-            if reply is not None and not await record(reply):
-                state = {MEMORY_HEADER: "degraded"}
+            if reply is not None:
+                await record(reply)
         return Response(answer.content, answer.status_code, headers=response_headers(answer, state))
 
 
 async def _pass_through(answer: httpx.Response, record: Recorder | None) -> AsyncIterator[bytes]:
-    """The upstream's events as they complete; the reply is recorded before ``[DONE]`` is sent.
+    """The upstream's events as they complete; the reply is taken by ``record`` before ``[DONE]``.
 
     Holding back only the final event means a client that sends its next request as soon as
-    the stream ends always finds this reply stored. A stream cut short (no ``finish_reason``)
-    is not recorded: the client does not hold that reply either.
+    the stream ends finds this reply's recording started, and so waits for it (``Recordings``),
+    or, with ``record_after_answer`` off, finds it stored.
+    A stream cut short (no ``finish_reason``) is not recorded: the client does not hold that
+    reply either.
     """
     splitter, assembler = EventSplitter(), ReplyAssembler()
     held: list[bytes] = []
@@ -252,6 +269,30 @@ async def _pass_through(answer: httpx.Response, record: Recorder | None) -> Asyn
         raise
     finally:
         await answer.aclose()
+
+
+def _client_error(status: int, detail: str, code: str) -> Response:
+    """An error of the client's request, in the OpenAI error shape."""
+    error = {"message": f"stratamem proxy: {detail}", "type": "invalid_request_error", "code": code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _refuse_ids(user: str, session: str, request: Request) -> Response | None:
+    """A 400 when the user or session id cannot name stored rows (too long, NUL, ...).
+
+    Checked before anything is stored or forwarded: such a request is the client's mistake,
+    not a failure of memory, and the answer says which id is wrong without quoting it.
+    """
+    where = f"the {USER_HEADER} header" if request.headers.get(USER_HEADER) else "the body's user"
+    for name, value, code in (
+        (where, user, "invalid_user"),
+        (f"the {SESSION_HEADER} header", session, "invalid_session"),
+    ):
+        try:
+            check_id(name, value)
+        except InvalidInputError as error:
+            return _client_error(400, str(error), code)
+    return None
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:

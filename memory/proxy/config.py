@@ -18,7 +18,8 @@ USER_HEADER = "X-Stratamem-User"
 #: Which of the user's conversations this is (else ``memory.hook.DEFAULT_SESSION``).
 SESSION_HEADER = "X-Stratamem-Session"
 #: On every response of a request with a user: ``ok``, or ``degraded`` when memory failed and
-#: the client's own messages were forwarded (or the reply could not be recorded).
+#: the client's own messages were forwarded. The reply is recorded after the response has gone
+#: out: a failure there is logged and counted (``/healthz``), not told in this header.
 MEMORY_HEADER = "X-Stratamem-Memory"
 
 
@@ -35,6 +36,10 @@ class ProxyConfig:
         timeout: seconds to wait for the upstream (reading a response included).
         connect_timeout: seconds to wait for a connection to the upstream.
         lookback: how many stored messages a request is compared with to find its new ones.
+        record_after_answer: store the reply while the answer goes out (the client does not
+            wait for it; a later request of the session waits, on this proxy). ``False``
+            stores it before the answer (before ``[DONE]`` in a stream), for several proxies
+            that share a session's requests without routing them to one proxy.
     """
 
     upstream: str
@@ -43,3 +48,4 @@ class ProxyConfig:
     timeout: float = 600.0
     connect_timeout: float = 10.0
     lookback: int = LOOKBACK
+    record_after_answer: bool = True

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import event
 
 from memory import InvalidHistoryError, Memory, Settings
 from memory.hook import context_for, count_stored, fingerprint, record_reply, split_request
@@ -224,3 +225,26 @@ def test_recent_history_reads_the_newest_messages_in_order(
     assert [m.seq for m in newest] == [2, 3, 4]
     assert mem.recent_history(user_id=user_id, session_id=session_id, limit=0) == []
     assert mem.recent_history(user_id=user_id, session_id="nothing-here", limit=5) == []
+
+
+def test_a_request_reads_no_more_stored_messages_than_it_could_resend(
+    mem: Memory, hook_database: Database, user_id: str, session_id: str
+) -> None:
+    for number in range(40):
+        context_for(mem, [user(f"question {number}")], user_id=user_id, session_id=session_id)
+        record_reply(mem, assistant(f"answer {number}"), user_id=user_id, session_id=session_id)
+    rows: list[int] = []
+
+    def count(conn: Any, cursor: Any, *args: Any) -> None:
+        rows.append(cursor.rowcount)
+
+    event.listen(hook_database.engine, "after_cursor_execute", count)
+    try:
+        context_for(mem, [user("one more")], user_id=user_id, session_id=session_id)
+    finally:
+        event.remove(hook_database.engine, "after_cursor_execute", count)
+
+    # The first statement reads the stored tail the request is compared with: one message,
+    # not LOOKBACK (32).
+    assert rows[0] == 1
+    assert contents(mem, user_id, session_id)[-2:] == ["answer 39", "one more"]

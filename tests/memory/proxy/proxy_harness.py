@@ -15,7 +15,7 @@ import pytest
 from upstream_fake import FakeUpstream, Served
 
 from memory import Memory, Settings
-from memory.proxy import ProxyConfig, create_app
+from memory.proxy import MemoryProxy, ProxyConfig
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database
 
@@ -27,6 +27,7 @@ __all__ = [
     "make_proxy",
     "memory",
     "proxy_database",
+    "recorded",
     "stored",
     "upstream",
     "who",
@@ -43,8 +44,22 @@ def who(user_id: str, session_id: str) -> dict[str, str]:
     return {"X-Stratamem-User": user_id, "X-Stratamem-Session": session_id}
 
 
+#: The proxies serving in the running test. A proxy stores a reply after its answer has gone
+#: out; ``stored`` waits for those recordings (not for a time) before it reads.
+_SERVING: list[MemoryProxy] = []
+#: The longest ``stored`` waits for recordings, so a stuck one fails the test instead of hanging.
+RECORDING_LIMIT_S = 30.0
+
+
+def recorded() -> None:
+    """Return once every serving proxy has stored the replies it answered."""
+    for proxy in _SERVING:
+        assert proxy.recordings.wait(RECORDING_LIMIT_S), "a reply's recording never finished"
+
+
 def stored(memory: Memory, user_id: str, session_id: str) -> list[dict[str, Any]]:
-    """The session's stored messages as OpenAI dicts."""
+    """The session's stored messages as OpenAI dicts (the replies in flight stored first)."""
+    recorded()
     return [m.payload for m in memory.history(user_id=user_id, session_id=session_id)]
 
 
@@ -82,13 +97,16 @@ def make_proxy(memory: Memory, upstream: tuple[FakeUpstream, str]) -> Iterator[C
 
     def make(mem: Memory | None = None, **config: Any) -> str:
         settings: dict[str, Any] = {"upstream": upstream[1], "api_key": "sk-upstream", **config}
-        served = Served(create_app(mem or memory, ProxyConfig(**settings)))
+        proxy = MemoryProxy(mem or memory, ProxyConfig(**settings))
+        _SERVING.append(proxy)
+        served = Served(proxy.app)
         servers.append(served.__enter__())
         return f"{served.url}/v1"
 
     yield make
     for served in servers:
         served.__exit__(None, None, None)
+    _SERVING.clear()
 
 
 @pytest.fixture

@@ -315,3 +315,27 @@ def test_the_proxy_does_not_log_keys_or_content_at_info_level(
     logged = json.dumps([record.getMessage() for record in caplog.records])
     assert "confidential" not in logged
     assert "sk-secret-client" not in logged and "sk-upstream" not in logged
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_with_record_after_answer_off_the_reply_is_stored_before_the_answer_ends(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+    stream: bool,
+) -> None:
+    # For proxies that share a session's requests: nothing is left in flight after an answer.
+    client = make_client(make_proxy(record_after_answer=False), **who(user_id, session_id))
+    question: Any = [{"role": "user", "content": "hi"}]
+
+    if stream:
+        chunks = client.chat.completions.create(model="m", messages=question, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "echo: hi"
+    else:
+        client.chat.completions.create(model="m", messages=question)
+
+    # Read at once, without waiting for recordings: the reply is there already.
+    history = memory.history(user_id=user_id, session_id=session_id)
+    assert [m.payload["content"] for m in history] == ["hi", "echo: hi"]

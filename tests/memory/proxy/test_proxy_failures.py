@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 from proxy_harness import *  # noqa: F403 - the fixtures
-from proxy_harness import MakeClient, MakeProxy, contents, who
-from upstream_fake import Fail, FakeUpstream, closed_port_url
+from proxy_harness import MakeClient, MakeProxy, contents, recorded, who
+from upstream_fake import Calls, Fail, FakeUpstream, closed_port_url
 
 from memory import Memory
 from retrieval import HashingEmbedder
@@ -100,6 +100,7 @@ def test_with_the_database_stopped_the_request_is_answered_without_memory_then_h
     messages: list[Any] = [{"role": "user", "content": "first"}]
     messages.append(client.chat.completions.create(model="m", messages=messages).choices[0].message)
 
+    recorded()  # the first reply is stored before the database goes away
     stop_embedded((fresh_data_dir / "pg").resolve())
     messages.append({"role": "user", "content": "while the database is down"})
     raw = client.chat.completions.with_raw_response.create(model="m", messages=messages)
@@ -181,3 +182,41 @@ def test_with_a_token_every_v1_request_needs_it(
     # The upstream gets the proxy's upstream key, never the client's token.
     assert fake.received[0].headers["authorization"] == "Bearer sk-upstream"
     assert httpx.get(url.removesuffix("/v1") + "/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_memory_cannot_store_is_answered_then_logged_and_counted(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    upstream: tuple[FakeUpstream, str],
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+    stream: bool,
+    caplog: Any,
+) -> None:
+    fake, _ = upstream
+    # Two calls with one id: the chat API would refuse this message back, so memory does too.
+    fake.script(Calls((("call_1", "secret_tool", "{}"), ("call_1", "secret_tool", "{}"))))
+    client = make_client(make_proxy(), **who(user_id, session_id))
+    question = [{"role": "user", "content": "a confidential remark"}]
+
+    if stream:
+        chunks = list(client.chat.completions.create(model="m", messages=question, stream=True))
+        calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or ()]
+        assert [call.id for call in calls if call.id] == ["call_1", "call_1"]
+    else:
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=question)
+        assert raw.headers["x-stratamem-memory"] == "ok"  # the answer went before the failure
+        assert [call.id for call in raw.parse().choices[0].message.tool_calls or ()] == [
+            "call_1",
+            "call_1",
+        ]
+    recorded()
+
+    health = httpx.get(client.base_url.join("/healthz"))
+    assert health.json()["memory_failures"] == 1
+    assert contents(memory, user_id, session_id) == ["a confidential remark"]  # input kept
+    [warning] = [r for r in caplog.records if r.name == "memory.proxy.app"]
+    assert "recording the reply" in warning.getMessage()
+    assert "confidential" not in caplog.text
