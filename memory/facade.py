@@ -922,6 +922,7 @@ def build_parts(
             policy=policy,
             summary=summary,
             on_summary_event=on_summary_event,
+            longterm=longterm,
         ),
         # One step whatever the backlog: writing an archive costs no model call.
         archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
