@@ -65,6 +65,10 @@ class Tally:
 
     calls: int = 0
     tokens_in: int = 0
+    #: Of ``tokens_in``: the instructions, the current summary, the new messages.
+    instructions: int = 0
+    summary: int = 0
+    transcript: int = 0
 
 
 def kind_of(body: dict[str, Any]) -> str:
@@ -133,6 +137,11 @@ def run_budget(
         tally = tallies.setdefault(kind_of(body), Tally())
         tally.calls += 1
         tally.tokens_in += sum(counter.count_text(str(m["content"])) for m in body["messages"])
+        system, material = (str(message["content"]) for message in body["messages"])
+        current, _, new = material.partition("\n\nNew messages:\n")
+        tally.instructions += counter.count_text(system)
+        tally.summary += counter.count_text(current)
+        tally.transcript += counter.count_text(new)
         return answer(body)
 
     server = fake.FakeOpenAI(responder=counted, count_tokens=counter.count_text)
@@ -201,6 +210,12 @@ def main() -> None:
             print(
                 f"{used:>14,}  {name:<16}{tally.calls:>7,}{tally.tokens_in:>15,}"
                 f"{tally.tokens_in / own_tokens:>12.2f}{args.turns / max(tally.calls, 1):>12.1f}"
+            )
+        for name, tally in sorted(tallies.items()):
+            print(
+                f"{'':>14}  {name}: per call {tally.instructions // tally.calls:,} tokens of "
+                f"instructions, {tally.summary // tally.calls:,} of current summary, "
+                f"{tally.transcript // tally.calls:,} of new messages"
             )
         ratio, per_call = both.tokens_in / own_tokens, args.turns / max(both.calls, 1)
         verdicts.append(

@@ -48,18 +48,15 @@ logger = logging.getLogger(__name__)
 #: The shared call's system message; ``{limit}`` (replaced, not ``format``: the card schema
 #: holds braces) is the summary's token limit.
 FOLD_INSTRUCTIONS = f"""\
-You keep the memory of a conversation between a user and an AI assistant: its running summary \
-and its long-term memory cards. You get the current summary (possibly empty) and the messages \
-that came after it, one per line, long ones cut; a line "-- YYYY-MM-DD" dates the lines after \
-it; the lines cards may cite are numbered [1], [2], ...
-Reply with JSON only, no prose: {{"summary": "...", "cards": [card, ...]}}.
-summary: a new summary that replaces the current one and stands on its own: whoever reads only \
-it must learn everything from the current summary and the new messages that still matters.
-{SUMMARY_RULES}
-Compact plain notes in the language of the conversation, at most {{limit}} tokens.
-cards: from the numbered lines only.
-{CARD_RULES}
-Each card: {CARD_SCHEMA} "cards": [] when there is nothing worth keeping."""
+You keep the memory of a conversation between a user and an AI assistant. You get the current \
+summary (maybe empty) and the new messages, one per line, long ones cut; "-- YYYY-MM-DD" dates \
+the lines after it; the lines cards may cite are numbered [n].
+Reply with JSON only: {{"summary": "...", "cards": [card, ...]}}
+summary: the new summary. It replaces the current one, so it must hold all that still matters \
+of both. {SUMMARY_RULES} Compact plain notes in the conversation's language, at most {{limit}} \
+tokens.
+cards: long-term memories from the numbered lines. {CARD_RULES}
+Each card: {CARD_SCHEMA} "cards": [] when nothing is worth keeping."""
 
 #: Tool results in the fold's request are cut to this many characters (other messages to the
 #: summary settings' ``prompt_chars_per_message``): extraction never cites them, and what a

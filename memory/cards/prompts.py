@@ -24,33 +24,29 @@ __all__ = [
 
 #: What a card is, what to keep and what to skip; the sources are "numbered lines".
 CARD_RULES = """\
-Keep: the user's identity and profile (name, age, job, where they live); the user's \
-preferences; confirmed facts and decisions; tasks and their state (open or done); dated events, \
-with absolute dates.
-Skip: chit-chat and pleasantries; questions; the assistant's own guesses, suggestions and \
-claims that the user did not confirm.
-Each card is one short statement that stands on its own, about the user in the third person \
-("User lives in Porto") or neutral. Write it in the language of the line it comes from: a \
-Chinese conversation gives Chinese cards ("用户叫王芳"). Never translate names. Replace \
-relative dates ("yesterday", "last May", "上周五") with absolute ones, resolved against the \
-line's date."""
+Keep: the user's identity and profile (name, age, job, where they live); preferences; confirmed \
+facts and decisions; tasks and their state (open or done); dated events, with absolute dates. \
+Skip chit-chat, questions, and the assistant's own guesses and suggestions the user did not \
+confirm. A card is one short statement that stands on its own, about the user in the third \
+person ("User lives in Porto") or neutral, in the language of the line it comes from (Chinese \
+lines give Chinese cards: "用户叫王芳"). Never translate names. Make relative dates \
+("yesterday", "last May", "上周五") absolute from the line's date."""
 
 #: One card as JSON; a newer card on the same subject and attribute replaces the older one.
 CARD_SCHEMA = """\
 {"type": "fact|preference|task|event|profile", "text": "...", "topic": "short label", \
-"tags": ["..."], "occurred_at": "YYYY-MM-DD, YYYY-MM, YYYY or null", "subject": "user, team or \
-who it is about", "attribute": "what it sets, e.g. city, name, employer, preference:coffee", \
-"source": [line numbers]}
-A newer card on the same subject and attribute replaces the older one, so name the attribute \
-the same way each time."""
+"tags": [], "occurred_at": "YYYY-MM-DD|YYYY-MM|YYYY|null", "subject": "who it is about, e.g. \
+user", "attribute": "what it sets, e.g. city, employer, preference:coffee", "source": [line \
+numbers]}; a newer card with the same subject and attribute replaces the older one, so name \
+attributes the same way each time."""
 
 #: The extractor's system message.
 EXTRACTION_INSTRUCTIONS = f"""\
 You extract long-term memory cards from a conversation between a user and an AI assistant. You \
-get its lines numbered [1], [2], ...; a line "-- YYYY-MM-DD" dates the lines after it.
+get its lines numbered [n]; "-- YYYY-MM-DD" dates the lines after it.
 {CARD_RULES}
-Reply with JSON only, no prose: {{"cards": [card, ...]}}, each card:
-{CARD_SCHEMA} Reply {{"cards": []}} when there is nothing worth keeping."""
+Reply with JSON only: {{"cards": [card, ...]}}, each card {CARD_SCHEMA} \
+Reply {{"cards": []}} when nothing is worth keeping."""
 
 #: The query rewriter's system message.
 REWRITE_INSTRUCTIONS = """\

@@ -30,10 +30,10 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 #: What the new summary keeps and drops; shared by the summary-only and the fold's requests.
 SUMMARY_RULES = """\
-Keep: confirmed facts; the user's preferences and constraints; decisions and their reasons; tool \
-results that still matter (names, numbers, identifiers); open tasks and questions; errors being \
-handled and where they stand.
-Drop: pleasantries, small talk, and whatever was superseded. Invent nothing."""
+Keep confirmed facts, the user's preferences and constraints, decisions and their reasons, tool \
+results that still matter (names, numbers, identifiers), open tasks and questions, errors being \
+handled and where they stand. Drop pleasantries, small talk and whatever was superseded. Invent \
+nothing."""
 
 #: The summariser's system message; ``{limit}`` is the summary's token limit.
 INSTRUCTIONS = f"""\
