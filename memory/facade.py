@@ -215,7 +215,8 @@ class Memory:
             saved = archiver.consolidate(user_id, session_id)
         else:
             saved = archiver.fold_through(user_id, session_id, through)
-        if saved is not None and self._parts.llm_configured and self._background:
+        upgrading = saved is not None and self._parts.llm_configured and self._background
+        if upgrading:
             if summary is None or summary.kind == "llm":
                 base = summary or _NO_SUMMARY
                 params = self._parts.consolidations.params(upgrade_from=base)
@@ -230,7 +231,9 @@ class Memory:
                 params=params,
             )
         archived = (saved.covered if saved else 0) - (summary.covered if summary else 0)
-        if saved is not None:
+        if saved is not None and not upgrading:
+            # An upgrade job extracts the archived messages' cards in its summariser call, and
+            # archives whatever is left through the boundary after it: no ``cards`` job needed.
             self._archive_folded(user_id, session_id, saved)
         reloaded, window = self._load_window(user_id, session_id)
         return max(archived, 0), reloaded, window

@@ -25,12 +25,12 @@ __all__ = [
 #: What a card is, what to keep and what to skip; the sources are "numbered lines".
 CARD_RULES = """\
 Keep: the user's identity and profile (name, age, job, where they live); preferences; confirmed \
-facts and decisions; tasks and their state (open or done); dated events, with absolute dates. \
+facts and decisions; tasks and their state (open or done); dated events. \
 Skip chit-chat, questions, and the assistant's own guesses and suggestions the user did not \
 confirm. A card is one short statement that stands on its own, about the user in the third \
 person ("User lives in Porto") or neutral, in the language of the line it comes from (Chinese \
-lines give Chinese cards: "用户叫王芳"). Never translate names. Make relative dates \
-("yesterday", "last May", "上周五") absolute from the line's date."""
+lines give Chinese cards: "用户叫王芳"). Never translate names. Write absolute dates: \
+resolve relative ones ("yesterday", "上周五") against the line's date."""
 
 #: One card as JSON; a newer card on the same subject and attribute replaces the older one.
 CARD_SCHEMA = """\

@@ -94,7 +94,9 @@ class Consolidator:
         messages up to ``base_seq``; ``None`` for none) over the messages up to the stored
         boundary, in bounded steps. The boundary does not move; the stored summary is replaced
         only if it is still the one read (compare-and-set) and every step was written by a
-        model: a failed step keeps the archive, which loses nothing.
+        model: a failed step keeps the archive, which loses nothing. With a fold step, each
+        step is the step's call (the shared fold extracts the cards of the messages not
+        archived yet in it).
 
         Returns:
             The upgraded summary, or ``None`` when there was nothing to upgrade, a model
@@ -109,12 +111,15 @@ class Consolidator:
         previous = base
         while parsed:
             step = limit_fold(parsed, tokens, len(parsed), 2 * self.policy.trigger_tokens)
-            result = self._summarizer.summarise(previous, parsed[:step])
+            if self._step is None:
+                result = self._summarizer.summarise(previous, parsed[:step])
+            else:
+                result = self._step(user_id, session_id, previous, stored[:step], parsed[:step])
             if result.kind != "llm":
                 logger.info("session %s: the archive stays raw (no model summary)", session_id)
                 return None
             previous = PreviousSummary(text=result.text, kind="llm")
-            parsed, tokens = parsed[step:], tokens[step:]
+            stored, parsed, tokens = stored[step:], parsed[step:], tokens[step:]
         assert previous is not None  # the loop ran: there were messages after base_seq
         return self._summaries.save(
             user_id,

@@ -231,3 +231,28 @@ def _wait_for_a_blocked_summary_write(database: Database) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError("the child never reached the summary write")
+
+
+def test_an_archive_written_by_prepare_is_upgraded_and_extracted_in_the_same_call(
+    make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
+) -> None:
+    mem = make_memory({**INLINE, "mode": "background"}, **SMALL)
+    talk(mem, user_id, 0, 60)  # past the whole budget, and no worker has folded yet
+
+    context = mem.prepare(user_id=user_id, session_id="s1", input="Next?")
+
+    assert context.report.archived > 0  # the cap would have dropped them: archived raw now
+    raw = mem.summary(user_id=user_id, session_id="s1")
+    assert raw is not None and raw.kind == "raw"
+    assert server.requests == []
+
+    mem.run_worker(until_idle=True)
+
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None and summary.kind == "llm"
+    assert summary.boundary_seq >= raw.boundary_seq
+    kinds = [kind(body) for body in server.requests]
+    assert kinds and set(kinds) == {"fold"}  # the upgrade extracted: no separate call
+    offered = cited(server)
+    assert set(offered.values()) == {1} and sum(offered.values()) == summary.boundary_seq
+    assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq

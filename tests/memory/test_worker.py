@@ -7,7 +7,6 @@ On the real embedded Postgres (stopped and restarted under a running worker thre
 from __future__ import annotations
 
 import json
-
 import logging
 import os
 import signal
