@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import date
@@ -13,6 +14,7 @@ from memory.context.messages import Message
 __all__ = [
     "INSTRUCTIONS",
     "SUMMARY_RULES",
+    "compact_json",
     "raw_archive",
     "render_fold_transcript",
     "render_line",
@@ -86,11 +88,12 @@ def summary_material(previous: str | None, previous_is_archive: bool, transcript
     return f"{current}\n\nNew messages:\n{transcript}"
 
 
-def render_line(message: Message, tool_names: dict[str, str]) -> str:
+def render_line(message: Message, tool_names: dict[str, str], *, compact: bool = False) -> str:
     """One message on one line: ``role: text``, tool calls as ``name(arguments)``.
 
     A tool result is labelled with its tool's name, looked up by call id in ``tool_names``
-    (then the message's own ``name``); line breaks inside the message become spaces.
+    (then the message's own ``name``); line breaks inside the message become spaces. With
+    ``compact``, a tool result or call arguments that are JSON are sent as ``compact_json``.
 
     Example:
         ``assistant: Let me look. [calls search({"q": "export"})]``, then
@@ -101,15 +104,19 @@ def render_line(message: Message, tool_names: dict[str, str]) -> str:
         label = f"tool {name}"
     else:
         label = message.role
-    parts = [one_line(message.text)]
+    text = compact_json(message.text) if compact and message.role == "tool" else message.text
+    parts = [one_line(text)]
     if isinstance(message.content, list):
         attachments = sum(1 for part in message.content if part.get("type") != "text")
         if attachments:
             parts.append(f"[{attachments} attachment(s)]")
     if message.tool_calls:
         calls = ", ".join(
-            f"{call.function.name}({one_line(call.function.arguments)})"
+            f"{call.function.name}({one_line(arguments)})"
             for call in message.tool_calls
+            for arguments in [
+                compact_json(call.function.arguments) if compact else call.function.arguments
+            ]
         )
         parts.append(f"[calls {calls}]")
     return f"{label}: " + " ".join(part for part in parts if part)
@@ -137,7 +144,8 @@ def render_fold_transcript(
     the lines a reply may cite; the others (tool results, calls, messages already archived)
     are context only. A line ``-- YYYY-MM-DD`` dates the lines after it (``days`` holds each
     message's date), so a date is sent once, not on every line. Tool results are cut to
-    ``tool_result_chars``, the other messages to ``chars_per_message``.
+    ``tool_result_chars``, the other messages to ``chars_per_message``; JSON in tool results
+    and call arguments is sent compact (``compact_json``).
     """
     names = _tool_names(messages)
     lines: list[str] = []
@@ -146,13 +154,30 @@ def render_fold_transcript(
         if days[position] != day:
             day = days[position]
             lines.append(f"-- {day.isoformat()}")
-        line = render_line(message, names)
+        line = render_line(message, names, compact=True)
         number = numbers.get(position)
         if number is not None:
             line = f"[{number}] {line}"
         limit = tool_result_chars if message.role == "tool" else chars_per_message
         lines.append(cut_to_chars(line, limit))
     return sanitize_text("\n".join(lines))
+
+
+def compact_json(text: str) -> str:
+    """A JSON text as the same value with no space between its tokens and no ``\\u`` escapes.
+
+    Tools often answer pretty-printed JSON, with every non-ASCII character escaped (six
+    characters, two or three tokens, for each Chinese character): the same value written
+    compactly costs far fewer tokens and says the same. Any other text is returned unchanged.
+    """
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "["):
+        return text
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return text
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def raw_archive(messages: Sequence[Message], chars_per_line: int) -> str:

@@ -151,7 +151,7 @@ def test_the_request_numbers_only_the_lines_a_card_may_cite_and_dates_them_once(
         "New messages:",
         "-- 2023-05-08",
         "[1] user: My name is Ana. I live in Porto and I hate cilantro.",
-        'assistant: [calls search_flights({"to": "LIS"})]',
+        'assistant: [calls search_flights({"to":"LIS"})]',  # JSON sent compact
         "tool search_flights: TP1234 departs 08:10, 240 EUR",
         "[2] assistant: TP1234 leaves at 08:10 for 240 EUR.",
         "-- 2023-05-09",
