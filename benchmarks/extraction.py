@@ -16,10 +16,10 @@ facts so that it passes the retention check) and two cards. It counts input toke
 tiktoken over each request's message contents. Goals (issue 10): input tokens <= 1.3x the
 conversation and at most one call per 10 turns, summary and extraction together.
 
-Also printed: what cutting tool results in the fold's request to ``TOOL_RESULT_CHARS`` leaves
-out of the summariser's view, as the share of the tool results' key facts (numbers, ids,
-names: ``memory.summary.acceptance.key_facts``) still in the request, against the 2,000
-characters every other message keeps.
+Also printed: what cutting tool results in the fold's request shorter would save and leave
+out of the summariser's view (the share of the tool results' key facts, numbers, ids and names
+as ``memory.summary.acceptance.key_facts`` finds them, still in the request), so the cut
+``TOOL_RESULT_CHARS`` is chosen on numbers.
 """
 
 from __future__ import annotations
@@ -164,19 +164,27 @@ def run_budget(
     return tallies, budget
 
 
-def tool_facts_visible(script: list[list[Message]], chars: int) -> float:
-    """The share of the tool results' key facts still in their fold-request lines at ``chars``."""
-    total = visible = 0
+def tool_result_cuts(script: list[list[Message]], counter: TiktokenCounter, chars: int) -> str:
+    """What cutting tool results to ``chars`` in a fold request costs and leaves out.
+
+    The tokens of every tool result's line (each is sent once, in the fold that takes it out
+    of the window), and the share of the tool results' key facts (numbers, ids, names:
+    ``key_facts``) that the cut line still holds: what the summariser can still keep.
+    """
+    total = visible = tokens = 0
     for turn in script:
         names = {c.id: c.function.name for m in turn for c in m.tool_calls or ()}
         for message in turn:
             if message.role != "tool":
                 continue
-            line = render_line(message, names)
+            line = render_line(message, names, compact=True)
+            cut = cut_to_chars(line, chars)
             facts = key_facts(line)
             total += len(facts)
-            visible += len(facts & key_facts(cut_to_chars(line, chars)))
-    return visible / max(total, 1)
+            visible += len(facts & key_facts(cut))
+            tokens += counter.count_text(cut)
+    label = "uncut" if chars >= 10**6 else f"{chars:,} chars"
+    return f"{label:>11}: {tokens:>7,} tokens, {visible / max(total, 1):>6.1%} of key facts"
 
 
 def main() -> None:
@@ -226,11 +234,12 @@ def main() -> None:
     print("goals, summary and extraction together:")
     for verdict in verdicts:
         print(f"  {verdict}")
-    cut, whole = tool_facts_visible(script, TOOL_RESULT_CHARS), tool_facts_visible(script, 2_000)
     print(
-        f"tool results' key facts in the fold request: {cut:.1%} cut at {TOOL_RESULT_CHARS:,} "
-        f"characters, {whole:.1%} at 2,000"
+        f"tool results in fold requests (now cut at {TOOL_RESULT_CHARS:,} characters; cards "
+        "never cite them), by cut:"
     )
+    for chars in (500, 1_000, 1_500, 2_000, 10**6):
+        print(f"  {tool_result_cuts(script, counter, chars)}")
 
 
 if __name__ == "__main__":
