@@ -110,6 +110,9 @@ class _Parts:
 class SharedFold:
     """Summarises a fold and extracts its cards in one model call (see the module).
 
+    The call runs at the summariser's temperature (it writes prose), not extraction's 0: a
+    retry never asks again for cards already stored, since the archive mark moves with them.
+
     Args:
         summarizer: the summariser (its model, settings, limits and raw archive).
         extractor: the extractor (its reply limit and its rules for the fallback).

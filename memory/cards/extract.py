@@ -5,6 +5,10 @@ The model reads the batch (each message numbered, with its date and speaker) and
 malformed reply is a failed attempt that is retried and then handed to the fallback model.
 When every attempt fails, or no model is configured, the rule-based extractor reads the batch
 instead and an event says so: extraction never raises because a model failed.
+
+A fold extracts in the summariser's call instead (``memory.shared_fold``); its reply's cards go
+through the same checks (``drafts_from_reply``) and, when every attempt fails, the same rules
+(``CardExtractor.by_rules``). This extractor reads what no fold read: a session's end.
 """
 
 from __future__ import annotations
