@@ -307,7 +307,14 @@ class ArchivingFold:
         folded: Sequence[Message],
     ) -> SummaryResult:
         """Summarise the fold, extract and store its cards; see the class."""
-        mark = self._longterm.archive_mark(user_id, session_id)
+        longterm = self._longterm
+        mark = longterm.archive_mark(user_id, session_id)
+        if mark < stored[0].seq - 1:
+            # Messages before the fold are not archived (folded while long-term memory was
+            # off, or by a raw archive whose cards job has not run): archive them on their own
+            # first, or moving the mark past them would skip them.
+            longterm.archive_through(user_id, session_id, stored[0].seq - 1)
+            mark = longterm.archive_mark(user_id, session_id)
         lines = [
             FoldLine(
                 message,
@@ -317,7 +324,5 @@ class ArchivingFold:
             for row, message in zip(stored, folded, strict=True)
         ]
         result = self.shared.fold(previous, lines)
-        self._longterm.store_fold(
-            user_id, session_id, mark, stored[-1].seq, result.extraction.cards
-        )
+        longterm.store_fold(user_id, session_id, mark, stored[-1].seq, result.extraction.cards)
         return result.summary

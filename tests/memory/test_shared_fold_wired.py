@@ -256,3 +256,30 @@ def test_an_archive_written_by_prepare_is_upgraded_and_extracted_in_the_same_cal
     offered = cited(server)
     assert set(offered.values()) == {1} and sum(offered.values()) == summary.boundary_seq
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
+
+
+def test_messages_folded_before_long_term_memory_was_on_are_extracted_before_the_next_fold(
+    make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
+) -> None:
+    without_cards = make_memory(**SMALL, cards={"enabled": False})
+    talk(without_cards, user_id, 0, 30)  # folded, never archived as cards
+    first = without_cards.summary(user_id=user_id, session_id="s1")
+    assert first is not None
+    assert ArchiveMarks(without_cards._database).get(user_id, "s1") == 0
+    before = len(server.requests)
+
+    mem = make_memory(**SMALL)
+    talk(mem, user_id, 30, 60)
+
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None and summary.boundary_seq > first.boundary_seq
+    kinds = [kind(body) for body in server.requests[before:]]
+    assert kinds[0] == "extraction" and set(kinds[1:]) == {"fold"}
+    offered = Counter(
+        said
+        for body in server.requests[before:]
+        for _, said in NUMBERED.findall(str(body["messages"][1]["content"]))
+    )
+    assert set(offered.values()) == {1}  # none twice
+    assert sum(offered.values()) == summary.boundary_seq  # none skipped
+    assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
