@@ -45,6 +45,7 @@ from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
 from memory.shared_fold import FOLD_INSTRUCTIONS, TOOL_RESULT_CHARS
 from memory.summary.acceptance import key_facts
+from memory.summary.summarizer import SummaryEvent
 from memory.summary.transcript import INSTRUCTIONS, render_line
 from retrieval import HashingEmbedder
 
@@ -144,11 +145,18 @@ def run_budget(
         tally.transcript += counter.count_text(new)
         return answer(body)
 
+    failed: list[SummaryEvent] = []  # a retried or degraded attempt: the fake misbehaved
+
+    def on_event(event: SummaryEvent) -> None:
+        if event.kind in ("retry", "degrade"):
+            failed.append(event)
+
     server = fake.FakeOpenAI(responder=counted, count_tokens=counter.count_text)
     with server:
         mem = Memory.open(
             data_dir=data_dir,
             chat=OpenAIChatModel(base_url=server.base_url, api_key="bench"),
+            on_summary_event=on_event,
             embedder=HashingEmbedder(),
             model="gpt-4o-mini",
             # An explicit window whose history budget is exactly ``history_budget``.
@@ -161,6 +169,8 @@ def run_budget(
         with mem:
             replay(mem, script)
             budget = mem.budget.history
+    if failed:
+        raise RuntimeError(f"{len(failed)} failed attempt(s), e.g. {failed[0].error}")
     return tallies, budget
 
 
