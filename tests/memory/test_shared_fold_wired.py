@@ -89,14 +89,21 @@ def make_memory(wired_database: Database, server: FakeOpenAI) -> Callable[..., M
     return make
 
 
+def said_by(user_id: str, index: int) -> tuple[str, str]:
+    """Turn ``index`` of the user: words no other test's session holds."""
+    tag = user_id[-8:]
+    return f"Note {index} of {tag}: the code word is zebra{index}.", f"Noted {tag} zebra{index}."
+
+
 def talk(mem: Memory, user_id: str, first: int, last: int) -> None:
     for index in range(first, last):
+        user, assistant = said_by(user_id, index)
         mem.record(
             user_id=user_id,
             session_id="s1",
             messages=[
-                {"role": "user", "content": f"Note {index}: the code word is zebra{index}."},
-                {"role": "assistant", "content": f"Noted zebra{index}."},
+                {"role": "user", "content": user},
+                {"role": "assistant", "content": assistant},
             ],
         )
 
@@ -108,11 +115,21 @@ def extracted(mem: Memory, user_id: str) -> list[Card]:
     return [card for card in cards if card.type != "turn"]
 
 
-def cited(server: FakeOpenAI) -> Counter[str]:
+def mine(server: FakeOpenAI, user_id: str) -> list[dict[str, Any]]:
+    """The requests about this test's session.
+
+    The database is shared by the whole run, and a worker's idle sweep also archives the idle
+    sessions other tests left: their requests reach this test's server too.
+    """
+    tag = user_id[-8:]
+    return [body for body in server.requests if tag in str(body["messages"][1]["content"])]
+
+
+def cited(requests: list[dict[str, Any]]) -> Counter[str]:
     """How many times each message was sent on a numbered line (offered for extraction)."""
     return Counter(
         said
-        for body in server.requests
+        for body in requests
         for _, said in NUMBERED.findall(str(body["messages"][1]["content"]))
     )
 
@@ -126,21 +143,17 @@ def test_folds_then_the_end_of_the_session_extract_every_message_exactly_once(
     talk(mem, user_id, 4, 30)  # the session goes on and folds
     mem.end_session(user_id=user_id, session_id="s1")  # the messages never folded
 
-    kinds = [kind(body) for body in server.requests]
+    kinds = [kind(body) for body in mine(server, user_id)]
     assert kinds[0] == "extraction" and "fold" in kinds
     assert kinds[-1] == "extraction"
     assert kinds.count("extraction") == 2  # the two session ends; a fold never extracts apart
-    said = [
-        text
-        for index in range(30)
-        for text in (f"Note {index}: the code word is zebra{index}.", f"Noted zebra{index}.")
-    ]
-    offered = cited(server)
+    said = [text for index in range(30) for text in said_by(user_id, index)]
+    offered = cited(mine(server, user_id))
     assert sorted(offered) == sorted(said)  # none skipped
     assert set(offered.values()) == {1}  # none twice
     # The first fold read the messages archived at the first end as context, unnumbered.
-    first_fold = next(body for body in server.requests if kind(body) == "fold")
-    assert "\nuser: Note 0: the code word is zebra0." in first_fold["messages"][1]["content"]
+    first_fold = next(body for body in mine(server, user_id) if kind(body) == "fold")
+    assert f"\nuser: {said[0]}" in first_fold["messages"][1]["content"]
     # Every message became one card, and the archive mark is at the last message.
     assert sorted(card.text for card in extracted(mem, user_id)) == sorted(
         f"Said: {text}" for text in said
@@ -159,14 +172,14 @@ def test_a_background_fold_job_makes_one_call_and_archiving_none(
 
     summary = mem.summary(user_id=user_id, session_id="s1")
     assert summary is not None and summary.kind == "llm"
-    kinds = [kind(body) for body in server.requests]
+    kinds = [kind(body) for body in mine(server, user_id)]
     assert kinds and set(kinds) == {"fold"}  # no extraction-only call after the fold
     assert run.failures == 0
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
     assert len(extracted(mem, user_id)) == summary.boundary_seq
     mem.end_session(user_id=user_id, session_id="s1")
     mem.run_worker(until_idle=True)
-    assert sum(cited(server).values()) == 60  # each message once, the rest at the end
+    assert sum(cited(mine(server, user_id)).values()) == 60  # once each, the rest at the end
 
 
 def test_a_crash_between_the_cards_and_the_summary_is_retried_without_duplicates(
@@ -206,14 +219,14 @@ def test_a_crash_between_the_cards_and_the_summary_is_retried_without_duplicates
     assert crashed_at > first.boundary_seq
     cards = {card.id: card.text for card in extracted(folder, user_id)}
     assert len(cards) == crashed_at  # one card per message, every one through the mark
-    calls = len(server.requests)
+    calls = len(mine(server, user_id))
 
     retried = folder.consolidate(user_id=user_id, session_id="s1")  # the retry
 
     assert retried is not None and retried.boundary_seq == crashed_at
     assert retried.kind == "llm"
     # One call, for the summary alone: every message it folds was extracted already.
-    assert [kind(body) for body in server.requests[calls:]] == ["summary"]
+    assert [kind(body) for body in mine(server, user_id)[calls:]] == ["summary"]
     assert {card.id: card.text for card in extracted(folder, user_id)} == cards
     assert marks.get(user_id, "s1") == retried.boundary_seq
 
@@ -244,16 +257,16 @@ def test_an_archive_written_by_prepare_is_upgraded_and_extracted_in_the_same_cal
     assert context.report.archived > 0  # the cap would have dropped them: archived raw now
     raw = mem.summary(user_id=user_id, session_id="s1")
     assert raw is not None and raw.kind == "raw"
-    assert server.requests == []
+    assert mine(server, user_id) == []
 
     mem.run_worker(until_idle=True)
 
     summary = mem.summary(user_id=user_id, session_id="s1")
     assert summary is not None and summary.kind == "llm"
     assert summary.boundary_seq >= raw.boundary_seq
-    kinds = [kind(body) for body in server.requests]
+    kinds = [kind(body) for body in mine(server, user_id)]
     assert kinds and set(kinds) == {"fold"}  # the upgrade extracted: no separate call
-    offered = cited(server)
+    offered = cited(mine(server, user_id))
     assert set(offered.values()) == {1} and sum(offered.values()) == summary.boundary_seq
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
 
@@ -266,20 +279,16 @@ def test_messages_folded_before_long_term_memory_was_on_are_extracted_before_the
     first = without_cards.summary(user_id=user_id, session_id="s1")
     assert first is not None
     assert ArchiveMarks(without_cards._database).get(user_id, "s1") == 0
-    before = len(server.requests)
+    before = len(mine(server, user_id))
 
     mem = make_memory(**SMALL)
     talk(mem, user_id, 30, 60)
 
     summary = mem.summary(user_id=user_id, session_id="s1")
     assert summary is not None and summary.boundary_seq > first.boundary_seq
-    kinds = [kind(body) for body in server.requests[before:]]
+    kinds = [kind(body) for body in mine(server, user_id)[before:]]
     assert kinds[0] == "extraction" and set(kinds[1:]) == {"fold"}
-    offered = Counter(
-        said
-        for body in server.requests[before:]
-        for _, said in NUMBERED.findall(str(body["messages"][1]["content"]))
-    )
+    offered = cited(mine(server, user_id)[before:])
     assert set(offered.values()) == {1}  # none twice
     assert sum(offered.values()) == summary.boundary_seq  # none skipped
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
