@@ -835,7 +835,9 @@ class Parts:
         def consolidate(job: Job) -> None:
             self.consolidations.run(job, log)
             if longterm is not None:
-                # What the fold took out of the window becomes cards in the same job.
+                # What the fold took out of the window became cards in its summariser call
+                # (``memory.shared_fold``); this archives what no such call covered (a fold
+                # without a model, messages before it), and is one query when there is none.
                 summary = self.summaries.get(job.user_id, job.session_id)
                 if summary is not None:
                     longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
