@@ -1,125 +1,207 @@
 """LLM cost of long-term memory: rolling summary and card extraction together, per conversation.
 
-    python -m benchmarks.extraction [--turns 1000] [--history-budget 8000]
+    python -m benchmarks.extraction [--turns 1000] [--history-budget 8000 16000 32000]
 
-Replays ``benchmarks.summary``'s scripted 1,000-turn conversation (with tool calls) against the
-local fake OpenAI server. Each time the window folds, the incremental summariser reads the
-previous summary and the folded messages (one call), and the card extractor reads the folded
-user and assistant messages (tool results are not turns), in batches of at most
-``EXTRACTION_BATCH_MESSAGES``, exactly as ``LongTermMemory.archive`` does after a fold. The
-server counts input tokens with tiktoken over each request's message contents; the fake
-extractor answers two cards per call. Reported: calls and input tokens of each, and of both,
-against the conversation's own tokens. Goals (issue 10): input tokens <= 1.3x the conversation
-and at most one call per 10 turns, summary and extraction together.
+Replays ``benchmarks.summary``'s scripted 1,000-turn conversation (with tool calls) through the
+real code path: ``Memory.prepare`` stores each user message and ``Memory.record`` the rest of
+the turn, in inline mode, on an embedded Postgres (a temporary folder), with long-term memory on
+(the hashing embedder: this measures LLM calls, not recall; ``cards.k = 0``, so no query
+rewrite asks the model anything). Every fold makes the one shared call that writes the summary
+and extracts the cards (``memory.shared_fold``), exactly as an application's would; any other
+call (a summary-only or extraction-only request) is counted too.
+
+The local fake OpenAI server answers a fold with JSON: a summary of 30% of its input
+(``--summary-share``, within the limit the prompt states, keeping the previous summary's key
+facts so that it passes the retention check) and two cards. It counts input tokens with
+tiktoken over each request's message contents. Goals (issue 10): input tokens <= 1.3x the
+conversation and at most one call per 10 turns, summary and extraction together.
+
+Also printed: what cutting tool results in the fold's request shorter would save and leave
+out of the summariser's view (the share of the tool results' key facts, numbers, ids and names
+as ``memory.summary.acceptance.key_facts`` finds them, still in the request), so the cut
+``TOOL_RESULT_CHARS`` is chosen on numbers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import tempfile
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmarks.summary import conversation, load_fake_server, scripted_summary
-from memory.cards import CardExtractor, SourceMessage
+from benchmarks.summary import conversation, load_fake_server
+from memory import Memory
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
+from memory.context.cut import cut_to_chars
 from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
-from memory.longterm import EXTRACTION_BATCH_MESSAGES
-from memory.settings import SummarySettings
-from memory.summary.policy import FoldPolicy
-from memory.summary.summarizer import PreviousSummary, Summarizer
+from memory.shared_fold import FOLD_INSTRUCTIONS, TOOL_RESULT_CHARS
+from memory.summary.acceptance import key_facts
+from memory.summary.summarizer import SummaryEvent
+from memory.summary.transcript import INSTRUCTIONS, render_line
+from retrieval import HashingEmbedder
 
-_EPOCH = "2024-01-01T00:00:00+00:00"
+#: The first turn's time; a turn every ten minutes, so the conversation spans about a week.
+_START = datetime(2024, 1, 1, 9, tzinfo=UTC)
+_TURN_GAP = timedelta(minutes=10)
+#: What a request's system message starts with, by kind of call.
+_KINDS = (
+    ("fold", FOLD_INSTRUCTIONS[:60]),
+    ("summary only", INSTRUCTIONS[:60]),
+    ("extraction only", EXTRACTION_INSTRUCTIONS[:60]),
+)
 
 
 @dataclass
 class Tally:
-    """Calls and input tokens of one kind of LLM use."""
+    """Calls and input tokens of one kind of LLM request."""
 
     calls: int = 0
     tokens_in: int = 0
+    #: Of ``tokens_in``: the instructions, the current summary, the new messages.
+    instructions: int = 0
+    summary: int = 0
+    transcript: int = 0
+
+
+def kind_of(body: dict[str, Any]) -> str:
+    """Which kind of call a request is, by its instructions."""
+    system = str(body["messages"][0]["content"])
+    return next((kind for kind, start in _KINDS if system.startswith(start)), "other")
 
 
 def responder(fake: ModuleType, counter: TiktokenCounter, share: float) -> Any:
-    """The fake model: cards for extraction requests, a scripted summary for the others."""
-    summary = scripted_summary(fake, counter, share)
-    cards = json.dumps(
-        {
-            "cards": [
-                {"type": "fact", "text": "The team reviews the billing export on Fridays",
-                 "subject": "team", "attribute": "review day", "source": [1]},
-                {"type": "task", "text": "To do: fix the staging cluster", "subject": "user",
-                 "attribute": "task", "source": [1]},
-            ]
-        }
-    )  # fmt: skip
+    """The fake model: a JSON summary and two cards for a fold, plain text or JSON otherwise."""
+
+    def summary_of(system: str, material: str) -> str:
+        stated = re.search(r"at most (\d+) tokens", system)
+        limit = int(stated.group(1)) if stated else 1_024
+        wanted = min(int(counter.count_text(material) * share), limit)
+        current, _, new = material.partition("\n\nNew messages:\n")
+        # A faithful summariser keeps the previous summary's key facts, then samples the rest.
+        kept = " ".join(sorted(key_facts(current)))
+        words = new.split()
+        sample = " ".join(words[:: max(len(words) // max(wanted, 1), 1)])
+        words = f"{kept} {sample}".split()
+        keep = len(words)
+        while keep > 1 and counter.count_text(" ".join(words[:keep])) > wanted:
+            keep = max(1, int(keep * 0.9))
+        return " ".join(words[:keep]) or "nothing to keep"
 
     def respond(body: dict[str, Any]) -> Any:
-        if body["messages"][0]["content"] == EXTRACTION_INSTRUCTIONS:
-            return fake.Reply(cards)
-        return summary(body)
+        system, material = (str(message["content"]) for message in body["messages"])
+        kind = kind_of(body)
+        if kind == "fold":
+            numbers = [int(n) for n in re.findall(r"^\[(\d+)\] ", material, re.M)]
+            cards = [
+                {"type": "fact", "text": f"The team reviews item {numbers[0]} on Fridays",
+                 "subject": "team", "attribute": "review day", "source": [numbers[0]]},
+                {"type": "task", "text": "To do: fix the staging cluster", "subject": "user",
+                 "attribute": "task", "source": [numbers[-1]]},
+            ]  # fmt: skip
+            return fake.Reply(json.dumps({"summary": summary_of(system, material), "cards": cards}))
+        if kind == "extraction only":
+            return fake.Reply(json.dumps({"cards": []}))
+        return fake.Reply(summary_of(system, material))
 
     return respond
 
 
-def sources(messages: list[Message], first_index: int) -> list[SourceMessage]:
-    """The folded messages as extraction reads them: user and assistant text only."""
-    from datetime import datetime
-
-    when = datetime.fromisoformat(_EPOCH)
-    return [
-        SourceMessage(message.role, message.text, when, first_index + offset)
-        for offset, message in enumerate(messages)
-        if message.role in ("user", "assistant") and message.text.strip()
-    ]
+def replay(mem: Memory, script: list[list[Message]]) -> None:
+    """Each turn as an application plays it: ``prepare`` with the user's input, then ``record``."""
+    user_id, session_id = f"bench-{uuid.uuid4().hex[:8]}", "s1"
+    for number, turn in enumerate(script):
+        when = (_START + number * _TURN_GAP).isoformat()
+        first, *rest = (message.to_openai() | {"timestamp": when} for message in turn)
+        mem.prepare(user_id=user_id, session_id=session_id, input=first)
+        mem.record(user_id=user_id, session_id=session_id, messages=rest)
 
 
-def replay(
-    script: list[list[Message]],
-    summarizer: Summarizer,
-    extractor: CardExtractor,
-    policy: FoldPolicy,
-) -> tuple[Tally, Tally]:
-    """Replay the conversation; at each fold, summarise and extract what left the window."""
-    counter = summarizer.counter
-    history: list[Message] = []
-    tokens: list[int] = []
-    boundary = 0
-    previous: PreviousSummary | None = None
-    summary, extraction = Tally(), Tally()
+def run_budget(
+    history_budget: int, script: list[list[Message]], share: float, data_dir: Path
+) -> tuple[dict[str, Tally], int]:
+    """Replay the conversation at one history budget; the tallies by kind, the budget used."""
+    counter = TiktokenCounter("gpt-4o-mini")
+    fake = load_fake_server()
+    tallies: dict[str, Tally] = {}
+    answer = responder(fake, counter, share)
+
+    def counted(body: dict[str, Any]) -> Any:
+        tally = tallies.setdefault(kind_of(body), Tally())
+        tally.calls += 1
+        tally.tokens_in += sum(counter.count_text(str(m["content"])) for m in body["messages"])
+        system, material = (str(message["content"]) for message in body["messages"])
+        current, _, new = material.partition("\n\nNew messages:\n")
+        tally.instructions += counter.count_text(system)
+        tally.summary += counter.count_text(current)
+        tally.transcript += counter.count_text(new)
+        return answer(body)
+
+    failed: list[SummaryEvent] = []  # a retried or degraded attempt: the fake misbehaved
+
+    def on_event(event: SummaryEvent) -> None:
+        if event.kind in ("retry", "degrade"):
+            failed.append(event)
+
+    server = fake.FakeOpenAI(responder=counted, count_tokens=counter.count_text)
+    with server:
+        mem = Memory.open(
+            data_dir=data_dir,
+            chat=OpenAIChatModel(base_url=server.base_url, api_key="bench"),
+            on_summary_event=on_event,
+            embedder=HashingEmbedder(),
+            model="gpt-4o-mini",
+            # An explicit window whose history budget is exactly ``history_budget``.
+            context_window=history_budget + 2_000,
+            max_output=1_000,
+            safety_margin=1_000,
+            summary={"mode": "inline", "debounce_seconds": 0, "backoff_seconds": 0},
+            cards={"embedder": "hashing", "k": 0},
+        )
+        with mem:
+            replay(mem, script)
+            budget = mem.budget.history
+    if failed:
+        raise RuntimeError(f"{len(failed)} failed attempt(s), e.g. {failed[0].error}")
+    return tallies, budget
+
+
+def tool_result_cuts(script: list[list[Message]], counter: TiktokenCounter, chars: int) -> str:
+    """What cutting tool results to ``chars`` in a fold request costs and leaves out.
+
+    The tokens of every tool result's line (each is sent once, in the fold that takes it out
+    of the window), and the share of the tool results' key facts (numbers, ids, names:
+    ``key_facts``) that the cut line still holds: what the summariser can still keep.
+    """
+    total = visible = tokens = 0
     for turn in script:
-        history.append(turn[0])
-        tokens.append(counter.count_message(turn[0]))
-        fold = policy.plan(history[boundary:], tokens[boundary:])
-        if fold:
-            folded = history[boundary : boundary + fold]
-            result = summarizer.summarise(previous, folded)
-            if result.degraded or result.attempts != 1:
-                raise RuntimeError(f"the fake summariser failed: {result}")
-            previous = PreviousSummary(result.text, result.kind)
-            summary.calls += 1
-            summary.tokens_in += result.tokens_in
-            batch = sources(folded, boundary)
-            for start in range(0, len(batch), EXTRACTION_BATCH_MESSAGES):
-                cards = extractor.extract(batch[start : start + EXTRACTION_BATCH_MESSAGES])
-                if cards.method != "llm" or cards.calls != 1:
-                    raise RuntimeError(f"the fake extractor failed: {cards}")
-                extraction.calls += cards.calls
-                extraction.tokens_in += cards.tokens_in
-            boundary += fold
-        history.extend(turn[1:])
-        tokens.extend(counter.count_message(message) for message in turn[1:])
-    return summary, extraction
+        names = {c.id: c.function.name for m in turn for c in m.tool_calls or ()}
+        for message in turn:
+            if message.role != "tool":
+                continue
+            line = render_line(message, names, compact=True)
+            cut = cut_to_chars(line, chars)
+            facts = key_facts(line)
+            total += len(facts)
+            visible += len(facts & key_facts(cut))
+            tokens += counter.count_text(cut)
+    label = "uncut" if chars >= 10**6 else f"{chars:,} chars"
+    return f"{label:>11}: {tokens:>7,} tokens, {visible / max(total, 1):>6.1%} of key facts"
 
 
 def main() -> None:
-    """Replay the conversation and print the cost table and the goals."""
+    """Replay the conversation at each budget; print the cost table and the goals."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1_000)
-    parser.add_argument("--history-budget", type=int, default=8_000)
+    parser.add_argument("--history-budget", type=int, nargs="+", default=[8_000, 16_000, 32_000])
     parser.add_argument("--summary-share", type=float, default=0.3)
     args = parser.parse_args()
 
@@ -127,48 +209,47 @@ def main() -> None:
     script = conversation(args.turns)
     messages = [message for turn in script for message in turn]
     own_tokens = sum(map(counter.count_message, messages))
-    text_tokens = sum(
-        counter.count_text(m.text) for m in messages if m.role in ("user", "assistant")
-    )
-    policy = FoldPolicy.for_history_budget(args.history_budget)
-    fake = load_fake_server()
-    server = fake.FakeOpenAI(
-        responder=responder(fake, counter, args.summary_share), count_tokens=counter.count_text
-    )
-    settings = SummarySettings(model="fake-model")
-    with server:
-        chat = OpenAIChatModel(base_url=server.base_url, api_key="bench")
-        summarizer = Summarizer(chat, counter, settings)
-        extractor = CardExtractor(chat, settings)
-        summary, extraction = replay(script, summarizer, extractor, policy)
-
     print(
-        f"conversation: {args.turns:,} turns, {len(messages):,} messages, {own_tokens:,} tokens "
-        f"({text_tokens:,} in user and assistant text, the rest tool calls and results); "
-        f"history budget {args.history_budget:,} (trigger {policy.trigger_tokens:,}, "
-        f"target {policy.target_tokens:,})"
+        f"conversation: {args.turns:,} turns, {len(messages):,} messages, {own_tokens:,} tokens; "
+        f"fake summary {args.summary_share:.0%} of its input; load {os.getloadavg()[0]:.1f}"
     )
-    both = Tally(summary.calls + extraction.calls, summary.tokens_in + extraction.tokens_in)
-    print(f"{'LLM use':<22}{'calls':>7}{'input tokens':>15}{'input/conv':>12}{'turns/call':>12}")
-    for name, tally in (("summary", summary), ("extraction", extraction), ("together", both)):
-        print(
-            f"{name:<22}{tally.calls:>7,}{tally.tokens_in:>15,}"
-            f"{tally.tokens_in / own_tokens:>12.2f}{args.turns / max(tally.calls, 1):>12.1f}"
+    print(
+        f"{'history budget':>14}  {'LLM use':<16}{'calls':>7}{'input tokens':>15}"
+        f"{'input/conv':>12}{'turns/call':>12}"
+    )
+    verdicts: list[str] = []
+    for budget in args.history_budget:
+        with tempfile.TemporaryDirectory() as folder:
+            tallies, used = run_budget(budget, script, args.summary_share, Path(folder))
+        both = Tally(
+            sum(t.calls for t in tallies.values()), sum(t.tokens_in for t in tallies.values())
         )
-    # Not built: one call that summarises and extracts (the summariser's prompt already holds
-    # the folded messages; the extraction instructions would be added to it).
-    instructions = counter.count_text(EXTRACTION_INSTRUCTIONS)
-    shared = Tally(summary.calls, summary.tokens_in + summary.calls * instructions)
+        for name, tally in [*sorted(tallies.items()), ("together", both)]:
+            print(
+                f"{used:>14,}  {name:<16}{tally.calls:>7,}{tally.tokens_in:>15,}"
+                f"{tally.tokens_in / own_tokens:>12.2f}{args.turns / max(tally.calls, 1):>12.1f}"
+            )
+        for name, tally in sorted(tallies.items()):
+            print(
+                f"{'':>14}  {name}: per call {tally.instructions // tally.calls:,} tokens of "
+                f"instructions, {tally.summary // tally.calls:,} of current summary, "
+                f"{tally.transcript // tally.calls:,} of new messages"
+            )
+        ratio, per_call = both.tokens_in / own_tokens, args.turns / max(both.calls, 1)
+        verdicts.append(
+            f"history budget {used:,}: input <= 1.3x conversation: "
+            f"{'met' if ratio <= 1.3 else 'NOT met'} ({ratio:.2f}); >= 10 turns per call: "
+            f"{'met' if per_call >= 10 else 'NOT met'} ({per_call:.1f})"
+        )
+    print("goals, summary and extraction together:")
+    for verdict in verdicts:
+        print(f"  {verdict}")
     print(
-        f"{'shared call (estimate)':<22}{shared.calls:>7,}{shared.tokens_in:>15,}"
-        f"{shared.tokens_in / own_tokens:>12.2f}{args.turns / max(shared.calls, 1):>12.1f}"
+        f"tool results in fold requests (now cut at {TOOL_RESULT_CHARS:,} characters; cards "
+        "never cite them), by cut:"
     )
-    ratio, per_call = both.tokens_in / own_tokens, args.turns / max(both.calls, 1)
-    print(
-        f"goals, together: input <= 1.3x conversation: {'met' if ratio <= 1.3 else 'NOT met'} "
-        f"({ratio:.2f}); >= 10 turns per call: {'met' if per_call >= 10 else 'NOT met'} "
-        f"({per_call:.1f})"
-    )
+    for chars in (500, 1_000, 1_500, 2_000, 10**6):
+        print(f"  {tool_result_cuts(script, counter, chars)}")
 
 
 if __name__ == "__main__":

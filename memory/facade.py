@@ -218,7 +218,8 @@ class Memory:
             saved = archiver.consolidate(user_id, session_id)
         else:
             saved = archiver.fold_through(user_id, session_id, through)
-        if saved is not None and self._parts.llm_configured and self._background:
+        upgrading = saved is not None and self._parts.llm_configured and self._background
+        if upgrading:
             if summary is None or summary.kind == "llm":
                 base = summary or _NO_SUMMARY
                 params = self._parts.consolidations.params(upgrade_from=base)
@@ -233,7 +234,9 @@ class Memory:
                 params=params,
             )
         archived = (saved.covered if saved else 0) - (summary.covered if summary else 0)
-        if saved is not None:
+        if saved is not None and not upgrading:
+            # An upgrade job extracts the archived messages' cards in its summariser call, and
+            # archives whatever is left through the boundary after it: no ``cards`` job needed.
             self._archive_folded(user_id, session_id, saved)
         reloaded, window = self._load_window(user_id, session_id)
         return max(archived, 0), reloaded, window
@@ -857,7 +860,9 @@ class Parts:
         def consolidate(job: Job) -> None:
             self.consolidations.run(job, log)
             if longterm is not None:
-                # What the fold took out of the window becomes cards in the same job.
+                # What the fold took out of the window became cards in its summariser call
+                # (``memory.shared_fold``); this archives what no such call covered (a fold
+                # without a model, messages before it), and is one query when there is none.
                 summary = self.summaries.get(job.user_id, job.session_id)
                 if summary is not None:
                     longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
@@ -947,6 +952,7 @@ def build_parts(
             policy=policy,
             summary=summary,
             on_summary_event=on_summary_event,
+            longterm=longterm,
         ),
         # One step whatever the backlog: writing an archive costs no model call.
         archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),

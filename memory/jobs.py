@@ -18,7 +18,9 @@ from typing import Any
 
 from memory.context.tokens import TiktokenCounter, TokenCounter
 from memory.llm import ChatModel
+from memory.longterm import LongTermMemory
 from memory.settings import SummarySettings
+from memory.shared_fold import ArchivingFold, SharedFold
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent
@@ -122,6 +124,8 @@ class ConsolidationJobs:
         policy: this process's fold thresholds.
         summary: this process's (resolved) summary settings.
         on_summary_event: receives every summariser event.
+        longterm: long-term memory, when it is on: with a chat model, each fold's summariser
+            call extracts the fold's cards too and stores them (``memory.shared_fold``).
     """
 
     def __init__(
@@ -135,8 +139,10 @@ class ConsolidationJobs:
         policy: FoldPolicy,
         summary: SummarySettings,
         on_summary_event: Callable[[SummaryEvent], None] | None = None,
+        longterm: LongTermMemory | None = None,
     ) -> None:
         self._messages = messages
+        self._longterm = longterm
         self._summaries = summaries
         self._chat = chat
         self._counter = counter
@@ -217,4 +223,14 @@ class ConsolidationJobs:
     def _build(self, fold: _Fold) -> Consolidator:
         counter = self._counter if fold.model == self._own.model else TiktokenCounter(fold.model)
         summarizer = Summarizer(self._chat, counter, fold.summary, on_event=self._on_summary_event)
-        return Consolidator(self._messages, self._summaries, summarizer, fold.policy)
+        step = None
+        if self._longterm is not None and self._chat is not None:
+            # One call per fold for the summary and the cards. Offline, the fold writes its raw
+            # archive and the cards come from the rules after it, as they always did.
+            shared = SharedFold(
+                summarizer,
+                self._longterm.extractor_for(fold.summary),
+                on_event=self._on_summary_event,
+            )
+            step = ArchivingFold(shared, self._longterm)
+        return Consolidator(self._messages, self._summaries, summarizer, fold.policy, step=step)

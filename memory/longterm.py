@@ -51,7 +51,13 @@ from storage import (
     StoredMessage,
 )
 
-__all__ = ["EXTRACTION_BATCH_MESSAGES", "LongTermMemory", "Recall", "default_embedder"]
+__all__ = [
+    "EXTRACTION_BATCH_MESSAGES",
+    "LongTermMemory",
+    "Recall",
+    "default_embedder",
+    "source_message",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +140,10 @@ class LongTermMemory:
         self.pin_budget = pin_budget
         self._rewriter = _rewrite_chain(chat, summary) if chat is not None else None
 
+    def extractor_for(self, settings: SummarySettings) -> CardExtractor:
+        """An extractor with other chain settings (a job's), reporting to the same events."""
+        return CardExtractor(self.extractor.chat_model, settings, on_event=self._extraction_event)
+
     @property
     def store(self) -> CardStore:
         """The card store."""
@@ -159,16 +169,51 @@ class LongTermMemory:
             self._marks.advance(user_id, session_id, max(archived))
         return len(archived)
 
+    def archive_mark(self, user_id: str, session_id: str) -> int:
+        """The seq through which the session's messages are archived as cards (0: none)."""
+        return self._marks.get(user_id, session_id)
+
+    def store_fold(
+        self,
+        user_id: str,
+        session_id: str,
+        after_seq: int,
+        upto_seq: int,
+        extracted: Sequence[ExtractedDraft],
+    ) -> int:
+        """Archive a fold's messages ``after_seq < seq <= upto_seq`` with cards extracted already.
+
+        For a fold whose summariser call extracted its cards too (``memory.shared_fold``): the
+        turn cards and ``extracted`` are stored, then the archive mark moves to ``upto_seq``,
+        so no later archive reads these messages again (and none extracts them twice). A crash
+        before the mark moves leaves cards the retry stores again, which the store merges.
+
+        Returns:
+            How many messages were archived (0 when ``upto_seq`` is archived already).
+        """
+        if upto_seq <= after_seq:
+            return 0
+        _, archived = self.archive(user_id, session_id, after_seq, upto_seq, extracted=extracted)
+        self._marks.advance(user_id, session_id, upto_seq)
+        return len(archived)
+
     def archive(
-        self, user_id: str, session_id: str, after_seq: int, upto_seq: int | None
+        self,
+        user_id: str,
+        session_id: str,
+        after_seq: int,
+        upto_seq: int | None,
+        *,
+        extracted: Sequence[ExtractedDraft] | None = None,
     ) -> tuple[list[Card], list[int]]:
         """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
         Cards are extracted by the chat model (by rules offline, or when every attempt failed),
         one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages, each batch stored
-        once extracted; a card on the same subject and attribute as a valid one supersedes it
-        (``CardWriter``). A process killed midway leaves some cards stored and the archive mark
-        where it was: the retry reads the same range again.
+        once extracted; ``extracted`` instead stores cards a fold's shared call extracted from
+        the range already (no call). A card on the same subject and attribute as a valid one
+        supersedes it (``CardWriter``). A process killed midway leaves some cards stored and
+        the archive mark where it was: the retry reads the same range again.
         Idempotent: a card the user already has merges its sources, so running it twice over
         the same messages adds nothing (the model answers the same batch the same way at
         temperature 0; a reworded card merges as a near-duplicate).
@@ -196,25 +241,23 @@ class LongTermMemory:
                 window = [turns[i] for i in turn_window(len(turns), position)]
                 drafts.append(_turn_card(session_id, stored, message, window))
         sources = [
-            SourceMessage(
-                role=message.role,
-                text=message.text,
-                time=stored.created_at,
-                index=stored.seq,
-                id=str(stored.id),
-            )
+            source
             for stored, message in turns
-            if archived(stored)
+            if archived(stored) and (source := source_message(stored, message)) is not None
         ]
         by_seq = {stored.seq: stored for stored, _ in turns}
         # The turns first: what was said is findable even if extraction then takes long.
         cards = self._writer.write(user_id, drafts)
+        if extracted is not None:
+            stored_drafts = [_stored_draft(session_id, draft, by_seq) for draft in extracted]
+            cards += self._writer.write(user_id, stored_drafts)
+            sources = []  # extracted already: no call
         # One extraction per archived range (a fold or a session's end), never per message;
         # each batch is stored as soon as it is extracted, in the order it was said.
         for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
             extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
-            extracted = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
-            cards += self._writer.write(user_id, extracted)
+            batch = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
+            cards += self._writer.write(user_id, batch)
         seqs = [stored.seq for stored in loaded if archived(stored)]
         return cards, seqs
 
@@ -367,6 +410,23 @@ class LongTermMemory:
                 RecalledCard(hit.card.id, hit.score, False, hit.card.type) for hit in fresh
             ]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+
+def source_message(stored: StoredMessage, message: Message) -> SourceMessage | None:
+    """What extraction reads of a stored message; ``None`` for one that is not a turn.
+
+    Only the user's and the assistant's words with text are turns: tool results and calls are
+    context, never a card's source.
+    """
+    if stored.role not in _TURN_ROLES or not message.text.strip():
+        return None
+    return SourceMessage(
+        role=message.role,
+        text=message.text,
+        time=stored.created_at,
+        index=stored.seq,
+        id=str(stored.id),
+    )
 
 
 def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain:

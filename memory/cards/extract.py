@@ -5,6 +5,10 @@ The model reads the batch (each message numbered, with its date and speaker) and
 malformed reply is a failed attempt that is retried and then handed to the fallback model.
 When every attempt fails, or no model is configured, the rule-based extractor reads the batch
 instead and an event says so: extraction never raises because a model failed.
+
+A fold extracts in the summariser's call instead (``memory.shared_fold``); its reply's cards go
+through the same checks (``drafts_from_reply``) and, when every attempt fails, the same rules
+(``CardExtractor.by_rules``). This extractor reads what no fold read: a session's end.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from memory.errors import LLMError
 from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
 from memory.settings import SummarySettings
 
-__all__ = ["CardExtractor", "Extraction", "ExtractionEvent", "RulesFallback"]
+__all__ = [
+    "CardExtractor",
+    "Extraction",
+    "ExtractionEvent",
+    "RulesFallback",
+    "drafts_from_reply",
+    "parse_reply",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +96,9 @@ class Extraction:
     calls: int
 
 
-class _ReplyCard(BaseModel):
+class ReplyCard(BaseModel):
+    """One card of a model's reply, as the prompt's schema describes it."""
+
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
 
     type: Literal["fact", "preference", "task", "event", "profile"]
@@ -101,7 +114,15 @@ class _ReplyCard(BaseModel):
 class _Reply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    cards: list[_ReplyCard]
+    cards: list[ReplyCard]
+
+
+class _Cards(BaseModel):
+    """The ``cards`` list of a reply that holds other parts too (the fold's shared reply)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cards: list[ReplyCard]
 
 
 class CardExtractor:
@@ -142,7 +163,7 @@ class CardExtractor:
         if not messages:
             return Extraction((), "rules", False, None, 0, 0, 0)
         if self.chat_model is None:
-            return self._by_rules(messages, "no_model", None, 0, 0, 0)
+            return self.by_rules(messages, "no_model", None, 0, 0, 0)
         settings = self.settings
         size = len(messages)
 
@@ -166,7 +187,7 @@ class CardExtractor:
                 max_tokens=self.max_reply_tokens,
             )
         except LLMChainFailed as failure:
-            return self._by_rules(
+            return self.by_rules(
                 messages,
                 "llm_failed",
                 str(failure),
@@ -192,15 +213,19 @@ class CardExtractor:
             {"role": "user", "content": f"Messages:\n{lines}"},
         ]
 
-    def _by_rules(
+    def by_rules(
         self,
         messages: Sequence[SourceMessage],
         reason: Literal["no_model", "llm_failed"],
         error: str | None,
-        tokens_in: int,
-        tokens_out: int,
-        calls: int,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        calls: int = 0,
     ) -> Extraction:
+        """The rules' cards of a batch, with a ``RulesFallback`` event (logged, passed on).
+
+        For ``llm_failed`` the tokens and calls are what the failed model attempts cost.
+        """
         cards = tuple(extract_by_rules(messages))
         event = RulesFallback(reason, len(messages), len(cards), error)
         level = logging.WARNING if reason == "llm_failed" else logging.DEBUG
@@ -216,10 +241,7 @@ class CardExtractor:
 def parse_reply(
     text: str, messages: Sequence[SourceMessage], model: str = "model"
 ) -> tuple[CardDraft, ...]:
-    """The drafts a model's reply describes, checked against the batch it was asked about.
-
-    Profile and preference cards that only the assistant's messages support are dropped: they
-    are the assistant's guesses, not what the user said.
+    """The drafts a model's reply ``{"cards": [...]}`` describes (see ``drafts_from_reply``).
 
     Raises:
         LLMError: the reply is not the JSON asked for, a card cites a message that is not in
@@ -228,11 +250,42 @@ def parse_reply(
     try:
         reply = _Reply.model_validate_json(_FENCE.sub("", text))
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "reply"
-        raise LLMError(f"{model}: malformed cards reply: {where}: {first['msg']}") from error
+        raise _malformed(error, model) from error
+    return _drafts(reply.cards, messages, model)
+
+
+def drafts_from_reply(
+    reply: object, messages: Sequence[SourceMessage], model: str = "model"
+) -> tuple[CardDraft, ...]:
+    """The drafts of an already decoded reply object holding a ``cards`` list.
+
+    The same checks as ``parse_reply``, for a reply that carries other parts beside the cards
+    (the fold's shared reply also holds the summary). Profile and preference cards that only
+    the assistant's messages support are dropped: they are the assistant's guesses, not what
+    the user said. A card said twice in one batch is one card with both sources.
+
+    Raises:
+        LLMError: there is no valid ``cards`` list, a card cites a message not in the batch,
+            or a date is not an ISO date.
+    """
+    try:
+        cards = _Cards.model_validate(reply).cards
+    except ValidationError as error:
+        raise _malformed(error, model) from error
+    return _drafts(cards, messages, model)
+
+
+def _malformed(error: ValidationError, model: str) -> LLMError:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "reply"
+    return LLMError(f"{model}: malformed cards reply: {where}: {first['msg']}")
+
+
+def _drafts(
+    cards: Sequence[ReplyCard], messages: Sequence[SourceMessage], model: str
+) -> tuple[CardDraft, ...]:
     drafts: dict[str, CardDraft] = {}
-    for card in reply.cards:
+    for card in cards:
         if any(not 1 <= number <= len(messages) for number in card.source):
             raise LLMError(f"{model}: a card cites a message not in the batch: {card.source}")
         sources = [messages[number - 1] for number in sorted(set(card.source))]
@@ -240,7 +293,6 @@ def parse_reply(
             continue
         draft = _draft(card, sources, model)
         same = drafts.get(draft.normalized)
-        # A card said twice in one batch is one card with both sources.
         drafts[draft.normalized] = draft if same is None else _merged(same, draft)
     return tuple(drafts.values())
 
@@ -254,7 +306,7 @@ def _merged(first: CardDraft, again: CardDraft) -> CardDraft:
     )
 
 
-def _draft(card: _ReplyCard, sources: list[SourceMessage], model: str) -> CardDraft:
+def _draft(card: ReplyCard, sources: list[SourceMessage], model: str) -> CardDraft:
     observed_at = max(message.time for message in sources)
     when = _when(card.occurred_at, observed_at, model)
     attribute = card.attribute and normalize_text(card.attribute)

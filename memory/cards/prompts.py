@@ -1,35 +1,52 @@
-"""The words sent to a model for card extraction and query rewriting, and how messages render."""
+"""The words sent to a model for card extraction and query rewriting, and how messages render.
+
+The card rules and the reply schema are written once (``CARD_RULES``, ``CARD_SCHEMA``): the
+extraction-only request and the fold's shared request (``memory.shared_fold``) both use them, so
+the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 
 from memory.cards.model import SourceMessage
 from memory.context.cut import cut_to_chars, one_line
 
-__all__ = ["EXTRACTION_INSTRUCTIONS", "REWRITE_INSTRUCTIONS", "render_numbered"]
+__all__ = [
+    "CARD_RULES",
+    "CARD_SCHEMA",
+    "EXTRACTION_INSTRUCTIONS",
+    "REWRITE_INSTRUCTIONS",
+    "date_line",
+    "render_numbered",
+]
+
+#: What a card is, what to keep and what to skip; the sources are "numbered lines".
+CARD_RULES = """\
+Keep: the user's identity and profile (name, age, job, where they live); preferences; confirmed \
+facts and decisions; tasks and their state (open or done); dated events. \
+Skip chit-chat, questions, and the assistant's own guesses and suggestions the user did not \
+confirm. A card is one short statement that stands on its own, about the user in the third \
+person ("User lives in Porto") or neutral, in the language of the line it comes from (Chinese \
+lines give Chinese cards: "用户叫王芳"). Never translate names. Write absolute dates: \
+resolve relative ones ("yesterday", "上周五") against the line's date."""
+
+#: One card as JSON; a newer card on the same subject and attribute replaces the older one.
+CARD_SCHEMA = """\
+{"type": "fact|preference|task|event|profile", "text": "...", "topic": "short label", \
+"tags": [], "occurred_at": "YYYY-MM-DD|YYYY-MM|YYYY|null", "subject": "who it is about, e.g. \
+user", "attribute": "what it sets, e.g. city, employer, preference:coffee", "source": [line \
+numbers]}; a newer card with the same subject and attribute replaces the older one, so name \
+attributes the same way each time."""
 
 #: The extractor's system message.
-EXTRACTION_INSTRUCTIONS = """\
+EXTRACTION_INSTRUCTIONS = f"""\
 You extract long-term memory cards from a conversation between a user and an AI assistant. You \
-get messages numbered [1], [2], ..., each with its date and speaker.
-Keep: the user's identity and profile (name, age, job, where they live); the user's \
-preferences; confirmed facts and decisions; tasks and their state (open or done); dated events, \
-with absolute dates.
-Skip: chit-chat and pleasantries; questions; the assistant's own guesses, suggestions and \
-claims that the user did not confirm.
-Each card is one short statement that stands on its own, about the user in the third person \
-("User lives in Porto") or neutral. Write it in the language of the message it comes from: a \
-Chinese conversation gives Chinese cards ("用户叫王芳"). Never translate names. Replace \
-relative dates ("yesterday", "last May", "上周五") with absolute ones, resolved against the \
-message's date.
-Reply with JSON only, no prose:
-{"cards": [{"type": "fact|preference|task|event|profile", "text": "...", "topic": "short label", \
-"tags": ["..."], "occurred_at": "YYYY-MM-DD, YYYY-MM, YYYY or null", "subject": "user, team or \
-who it is about", "attribute": "what it sets, e.g. city, name, employer, preference:coffee", \
-"source": [message numbers]}]}
-A newer card on the same subject and attribute replaces the older one, so name the attribute \
-the same way each time. Reply {"cards": []} when there is nothing worth keeping."""
+get its lines numbered [n]; "-- YYYY-MM-DD" dates the lines after it.
+{CARD_RULES}
+Reply with JSON only: {{"cards": [card, ...]}}, each card {CARD_SCHEMA} \
+Reply {{"cards": []}} when nothing is worth keeping."""
 
 #: The query rewriter's system message.
 REWRITE_INSTRUCTIONS = """\
@@ -41,13 +58,24 @@ resolve, return the message unchanged.
 Reply with JSON only: {"query": "..."}"""
 
 
+def date_line(day: date) -> str:
+    """The line that dates the lines after it: ``-- 2024-05-03``.
+
+    A date is written once for the lines that share it, not on every line: most folds hold
+    one or two days, so repeating it would send the same text again and again.
+    """
+    return f"-- {day.isoformat()}"
+
+
 def render_numbered(messages: Sequence[SourceMessage], chars_per_message: int) -> str:
-    """One line per message, ``[n] YYYY-MM-DD role: text``, numbered from 1, each cut."""
-    return "\n".join(
-        cut_to_chars(
-            f"[{number}] {message.time.date().isoformat()} {message.role}: "
-            f"{one_line(message.text)}",
-            chars_per_message,
+    """One line per message, ``[n] role: text``, numbered from 1, each cut; dated by day."""
+    lines: list[str] = []
+    day: date | None = None
+    for number, message in enumerate(messages, start=1):
+        if message.time.date() != day:
+            day = message.time.date()
+            lines.append(date_line(day))
+        lines.append(
+            cut_to_chars(f"[{number}] {message.role}: {one_line(message.text)}", chars_per_message)
         )
-        for number, message in enumerate(messages, start=1)
-    )
+    return "\n".join(lines)

@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Protocol
 
 from memory.context.messages import Message
 from memory.context.units import split_units
 from memory.summary.policy import FoldPolicy, limit_fold
-from memory.summary.summarizer import PreviousSummary, Summarizer
+from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryResult
 from storage import MessageStore, StoredMessage, SummaryRecord, SummaryStore
 
-__all__ = ["Consolidator"]
+__all__ = ["Consolidator", "FoldStep"]
 
 logger = logging.getLogger(__name__)
+
+
+class FoldStep(Protocol):
+    """Writes the summary of one fold, and stores whatever else the fold yields, first.
+
+    The consolidator stores the returned summary after the step returns, so what the step
+    stores (the fold's cards) is stored before the boundary moves: a crash in between leaves
+    the stored extra work and the old summary, and the retry folds again without redoing it.
+    """
+
+    def __call__(
+        self,
+        user_id: str,
+        session_id: str,
+        previous: PreviousSummary | None,
+        stored: Sequence[StoredMessage],
+        folded: Sequence[Message],
+    ) -> SummaryResult:
+        """The summary replacing ``previous`` once ``folded`` (stored as ``stored``) leaves."""
+        ...
 
 
 class Consolidator:
@@ -31,10 +53,14 @@ class Consolidator:
         policy: FoldPolicy,
         *,
         max_step_tokens: int | None = None,
+        step: FoldStep | None = None,
     ) -> None:
         self._messages = messages
         self._summaries = summaries
         self._summarizer = summarizer
+        #: How one fold is summarised: the summariser alone, or a step that does more with
+        #: the same model call (``memory.shared_fold``: the fold's cards too).
+        self._step = step
         self.policy = policy
         # A model reads each step: bound its prompt. A raw archive (no model) needs no bound.
         self._max_step_tokens = max_step_tokens or 2 * policy.trigger_tokens
@@ -68,7 +94,9 @@ class Consolidator:
         messages up to ``base_seq``; ``None`` for none) over the messages up to the stored
         boundary, in bounded steps. The boundary does not move; the stored summary is replaced
         only if it is still the one read (compare-and-set) and every step was written by a
-        model: a failed step keeps the archive, which loses nothing.
+        model: a failed step keeps the archive, which loses nothing. With a fold step, each
+        step is the step's call (the shared fold extracts the cards of the messages not
+        archived yet in it).
 
         Returns:
             The upgraded summary, or ``None`` when there was nothing to upgrade, a model
@@ -83,12 +111,15 @@ class Consolidator:
         previous = base
         while parsed:
             step = limit_fold(parsed, tokens, len(parsed), 2 * self.policy.trigger_tokens)
-            result = self._summarizer.summarise(previous, parsed[:step])
+            if self._step is None:
+                result = self._summarizer.summarise(previous, parsed[:step])
+            else:
+                result = self._step(user_id, session_id, previous, stored[:step], parsed[:step])
             if result.kind != "llm":
                 logger.info("session %s: the archive stays raw (no model summary)", session_id)
                 return None
             previous = PreviousSummary(text=result.text, kind="llm")
-            parsed, tokens = parsed[step:], tokens[step:]
+            stored, parsed, tokens = stored[step:], parsed[step:], tokens[step:]
         assert previous is not None  # the loop ran: there were messages after base_seq
         return self._summaries.save(
             user_id,
@@ -166,10 +197,11 @@ class Consolidator:
         fold: int,
     ) -> SummaryRecord | None:
         """Summarise the first ``fold`` messages after ``previous`` and store the result."""
-        result = self._summarizer.summarise(
-            PreviousSummary(text=previous.content, kind=previous.kind) if previous else None,
-            parsed[:fold],
-        )
+        base = PreviousSummary(text=previous.content, kind=previous.kind) if previous else None
+        if self._step is None:
+            result = self._summarizer.summarise(base, parsed[:fold])
+        else:
+            result = self._step(user_id, session_id, base, stored[:fold], parsed[:fold])
         saved = self._summaries.save(
             user_id,
             session_id,

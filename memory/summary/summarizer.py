@@ -144,19 +144,16 @@ class Summarizer:
         chain = LLMChain.for_settings(
             self.chat_model, settings, sleep=self._sleep, clock=self._clock, on_event=on_event
         )
-        # Only an LLM summary is held to keeping its facts: an archive holds whole messages.
-        kept = previous.text if previous is not None and previous.kind == "llm" else None
         try:
             result = chain.run(
                 self.prompt(previous, folded, limit),
-                lambda text, model: self._accept(text, kept, limit, model),
+                lambda text, model: self.accept(text, previous, limit, model),
                 # Ask the server to stop where an over-long reply would be rejected anyway.
                 max_tokens=math.ceil(limit * (1 + settings.overshoot)),
             )
         except LLMChainFailed as failure:
-            archive = self._archive(previous, folded)
-            return SummaryResult(
-                archive, "raw", True, None, failure.tokens_in, failure.tokens_out, failure.attempts
+            return self.degraded(
+                previous, folded, failure.tokens_in, failure.tokens_out, failure.attempts
             )
         return SummaryResult(
             result.value,
@@ -189,11 +186,30 @@ class Summarizer:
             chars_per_message=self.settings.prompt_chars_per_message,
         )
 
-    def _accept(self, text: str, previous: str | None, limit: int, model: str) -> str:
-        """The reply as the new summary, or ``LLMError`` when it may not replace ``previous``."""
+    def degraded(
+        self,
+        previous: PreviousSummary | None,
+        folded: Sequence[Message],
+        tokens_in: int,
+        tokens_out: int,
+        attempts: int,
+    ) -> SummaryResult:
+        """What every model failing leaves: the previous summary with the increment's archive."""
+        archive = self._archive(previous, folded)
+        return SummaryResult(archive, "raw", True, None, tokens_in, tokens_out, attempts)
+
+    def accept(self, text: str, previous: PreviousSummary | None, limit: int, model: str) -> str:
+        """The reply as the new summary, or ``LLMError`` when it may not replace ``previous``.
+
+        The checks of ``memory.summary.acceptance`` (refusal, shape, retention), then the
+        length: a reply over ``limit`` is cut to it, one over ``limit * (1 + overshoot)`` is
+        refused.
+        """
+        # Only an LLM summary is held to keeping its facts: an archive holds whole messages.
+        kept = previous.text if previous is not None and previous.kind == "llm" else None
         text = sanitize_text(text).strip()
         try:
-            check_reply(text, previous, min_retention=self.settings.min_retention)
+            check_reply(text, kept, min_retention=self.settings.min_retention)
         except LLMError as error:
             raise LLMError(f"{model}: {error}") from error
         tokens = self.counter.count_text(text)

@@ -26,6 +26,7 @@ from fake_openai import Behaviour, FakeOpenAI, Hang, Reply, Status
 from memory import Memory, Settings
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
 from memory.llm import OpenAIChatModel
+from memory.shared_fold import FOLD_INSTRUCTIONS
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import ArchiveMarks, Card, CardFilter, Database
 
@@ -366,13 +367,12 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     assert len(longterm.store.list_cards(user_id, everything)) == len(after)
 
 
-def test_each_fold_is_extracted_in_one_call_never_per_message(
+def test_each_fold_summarises_and_extracts_in_one_call_never_per_message(
     wired_database: Database, server: FakeOpenAI, user_id: str
 ) -> None:
     def respond(body: dict[str, Any]) -> Reply:
-        if body["messages"][0]["content"] == EXTRACTION_INSTRUCTIONS:
-            return Reply(cards_json())
-        return Reply("Summary: notes with code words.")
+        assert body["messages"][0]["content"].startswith(FOLD_INSTRUCTIONS[:40])
+        return Reply(json.dumps({"summary": "Notes with code words.", "cards": []}))
 
     server.responder = respond
     mem = Memory(
@@ -396,12 +396,11 @@ def test_each_fold_is_extracted_in_one_call_never_per_message(
         )
         mem.prepare(user_id=user_id, session_id="s1", input="Next?")
 
-    extractions = [
-        r for r in server.requests if r["messages"][0]["content"] == EXTRACTION_INSTRUCTIONS
-    ]
-    summaries = len(server.requests) - len(extractions)
     summary = mem.summary(user_id=user_id, session_id="s1")
     assert summary is not None and summary.kind == "llm"
-    assert 1 <= len(extractions) == summaries < 60 // 10
-    numbered = sum(r["messages"][1]["content"].count("\n[") for r in extractions)
+    # One call per fold for the summary and the cards: no extraction-only call at all.
+    assert 1 <= len(server.requests) < 60 // 10
+    numbered = sum(r["messages"][1]["content"].count("\n[") for r in server.requests)
     assert numbered == summary.boundary_seq  # every folded message once, in one call per fold
+    marks = ArchiveMarks(wired_database)
+    assert marks.get(user_id, "s1") == summary.boundary_seq

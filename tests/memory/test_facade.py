@@ -7,6 +7,7 @@ error and nothing stored.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -717,7 +718,9 @@ def test_recording_nothing_creates_no_session(mem: Memory, user_id: str, session
 def test_a_backlog_is_folded_in_bounded_summariser_calls(
     facade_database: Database, user_id: str, session_id: str
 ) -> None:
-    chat = ScriptedChatModel([f"summary {n}" for n in range(50)])
+    # One call per fold for the summary and the cards (long-term memory is on).
+    replies = [json.dumps({"summary": f"summary {n}", "cards": []}) for n in range(50)]
+    chat = ScriptedChatModel(replies)
     memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
     for turn in range(60):  # recorded with no prepare and no worker: a backlog builds up
         memory.record(

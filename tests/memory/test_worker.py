@@ -6,6 +6,7 @@ On the real embedded Postgres (stopped and restarted under a running worker thre
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -258,7 +259,9 @@ def test_sigterm_lets_the_running_job_finish_and_store_its_summary(
 
         def hang(body: object) -> Hang:
             arrived.set()
-            return Hang("Summary after SIGTERM: Lisbon trip notes.")
+            # One call for the fold's summary and its cards (long-term memory is on).
+            reply = {"summary": "Summary after SIGTERM: Lisbon trip notes.", "cards": []}
+            return Hang(json.dumps(reply))
 
         server.responder = hang
         command = [sys.executable, "-m", "memory.cli", "worker"]

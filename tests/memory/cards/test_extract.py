@@ -118,14 +118,16 @@ def test_the_prompt_numbers_and_dates_the_messages_and_says_what_to_keep(
     system, user = body["messages"]
     for asked in ("identity and profile", "preferences", "decisions", "tasks", "absolute dates",
                   "chit-chat", "assistant's own guesses", "Never translate names",
-                  "language of the message"):  # fmt: skip
+                  "language of the line"):  # fmt: skip
         assert asked in system["content"]
     assert user["content"].splitlines() == [
         "Messages:",
-        "[1] 2023-05-08 user: Hi! My name is Ana and I live in Porto.",
-        "[2] 2023-05-08 assistant: Nice to meet you, Ana. You probably like port wine?",
-        "[3] 2023-05-10 user: Yesterday I finished the Q2 report.",
-        "[4] 2023-05-10 assistant: Well done!",
+        "-- 2023-05-08",
+        "[1] user: Hi! My name is Ana and I live in Porto.",
+        "[2] assistant: Nice to meet you, Ana. You probably like port wine?",
+        "-- 2023-05-10",  # a date is written once for the lines that share it
+        "[3] user: Yesterday I finished the Q2 report.",
+        "[4] assistant: Well done!",
     ]
 
 
@@ -235,7 +237,7 @@ def test_long_messages_are_cut_in_the_prompt(server: FakeOpenAI, recorder: Recor
 
     extractor(server, recorder, prompt_chars_per_message=300).extract(long)
 
-    line = server.requests[0]["messages"][1]["content"].splitlines()[1]
+    line = server.requests[0]["messages"][1]["content"].splitlines()[2]
     assert len(line) <= 300
     assert "cut by stratamem" in line
 
