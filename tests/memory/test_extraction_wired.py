@@ -61,6 +61,10 @@ def server() -> Iterator[FakeOpenAI]:
         yield fake
 
 
+#: More seconds than any test timestamp is old (2023 at the oldest): never idle.
+NEVER_IDLE = 1e10
+
+
 @pytest.fixture
 def make_memory(wired_database: Database, server: FakeOpenAI) -> Callable[..., Memory]:
     def make(**summary: Any) -> Memory:
@@ -72,7 +76,10 @@ def make_memory(wired_database: Database, server: FakeOpenAI) -> Callable[..., M
                 "retries": RETRIES,
                 "timeout": 10,
                 **summary,
-            }
+            },
+            # The database is shared: other tests' sessions, stored with old timestamps, look
+            # idle, and a worker's idle sweep would send their messages to this test's server.
+            cards={"idle_seconds": NEVER_IDLE},
         )
         return Memory(
             wired_database,
