@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from child_process import Spawn
+from databases import own_database
 from fake_openai import Behaviour, FakeOpenAI, Hang, Reply, Status
 
 from memory import Memory, Settings
@@ -50,8 +51,8 @@ GOOD = cards_json(
 
 
 @pytest.fixture(scope="module")
-def wired_database(database_url: str) -> Iterator[Database]:
-    with Database.open(database_url) as opened:
+def wired_database(database: Database) -> Iterator[Database]:
+    with own_database(database, "wired") as opened:
         yield opened
 
 
@@ -59,10 +60,6 @@ def wired_database(database_url: str) -> Iterator[Database]:
 def server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as fake:
         yield fake
-
-
-#: More seconds than any test timestamp is old (2023 at the oldest): never idle.
-NEVER_IDLE = 1e10
 
 
 @pytest.fixture
@@ -76,10 +73,7 @@ def make_memory(wired_database: Database, server: FakeOpenAI) -> Callable[..., M
                 "retries": RETRIES,
                 "timeout": 10,
                 **summary,
-            },
-            # The database is shared: other tests' sessions, stored with old timestamps, look
-            # idle, and a worker's idle sweep would send their messages to this test's server.
-            cards={"idle_seconds": NEVER_IDLE},
+            }
         )
         return Memory(
             wired_database,
@@ -314,7 +308,6 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     make_memory: Callable[..., Memory],
     server: FakeOpenAI,
     spawn: Spawn,
-    database_url: str,
     wired_database: Database,
     user_id: str,
 ) -> None:
@@ -346,7 +339,7 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
         return Hang()
 
     server.responder = first_then_hang
-    child = spawn(CHILD, database_url, server.base_url, user_id, "s1")
+    child = spawn(CHILD, wired_database.url, server.base_url, user_id, "s1")
     assert arrived.wait(WAIT_S), "the child's second extraction request never arrived"
     assert child.kill() == -signal.SIGKILL
     server.release()

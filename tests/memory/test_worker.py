@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 from conftest import stop_embedded
+from databases import own_database
 from fake_openai import FakeOpenAI, Hang
-from sqlalchemy import make_url, text
+from sqlalchemy import text
 
 from memory import Memory, Settings
 from memory.cli import main
@@ -187,15 +188,8 @@ def test_a_stale_claim_is_left_to_the_worker_that_took_the_job_over(
 @pytest.fixture
 def private_database(database: Database) -> Iterator[Database]:
     """A database of this test's own: the worker process claims any job it finds."""
-    name = f"worker_{uuid.uuid4().hex[:12]}"
-    admin = database.engine.execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    opened = Database.open(make_url(database.url).set(database=name).render_as_string(False))
-    yield opened
-    opened.close()
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    with own_database(database, "worker") as opened:
+        yield opened
 
 
 #: The worker process's settings, as ``STRATAMEM_*`` variables: a small window, so a few dozen

@@ -8,7 +8,6 @@ import itertools
 import re
 import signal
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,8 +15,9 @@ from typing import Any
 
 import pytest
 from child_process import Child, Spawn
+from databases import own_database
 from fake_openai import Behaviour, Empty, FakeOpenAI, Hang, Reply, Status
-from sqlalchemy import make_url, text
+from sqlalchemy import text
 from summary_child import SETTINGS, settings
 
 from memory import AssembledContext, Memory, Settings, SummaryEvent, SummaryState
@@ -45,15 +45,8 @@ def private_database(database: Database) -> Iterator[Database]:
     ``run_worker(until_idle=True)`` waits for every pending one, so jobs that other test modules
     leave behind would otherwise reach these workers (and their fake servers).
     """
-    name = f"summary_{uuid.uuid4().hex[:12]}"
-    admin = database.engine.execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    opened = Database.open(make_url(database.url).set(database=name).render_as_string(False))
-    yield opened
-    opened.close()
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    with own_database(database, "summary") as opened:
+        yield opened
 
 
 @pytest.fixture
