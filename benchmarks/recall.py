@@ -108,7 +108,8 @@ def load(database: Database, user_id: str, count: int) -> None:
         session.execute(
             text(
                 "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :n, :l) "
-                "ON CONFLICT (user_id) DO UPDATE SET cards = :n, keyword_length = :l"
+                "ON CONFLICT (user_id) DO UPDATE SET cards = :n, keyword_length = :l, "
+                "version = nextval('card_stats_version_seq')"
             ),
             {"u": user_id, "n": count, "l": count * TERMS_PER_CARD},
         )

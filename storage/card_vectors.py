@@ -1,0 +1,224 @@
+"""Each user's current card vectors as one matrix in this process, kept fresh by a version.
+
+Why: the exact per-user vector scan is the largest part of a hybrid search. On the embedded
+server (pgvector 0.6.2: no ``halfvec``, no iterative index scans) it reads every current card
+of the user from ``ix_cards_user_current_vectors``: about 10 ms for 10,000 cards on a quiet
+machine, 130 ms for 100,000 (where the HNSW index takes over at a recall@10 of 0.999). The same
+inner products over a float32 matrix in memory take a fraction of a millisecond for 10,000 cards
+and a few milliseconds for 100,000, and are exact at every size (BENCHMARKS.md and the
+``search-fast`` report give the measurements). A smaller stored vector for a first pass with an
+exact re-rank was the other option; it still reads every row in the server and adds a migration
+of the vectors themselves, and it can miss a neighbour.
+
+Correct across processes: ``card_stats.version`` (migration 10) takes a new value from one
+sequence in the same transaction as every write that changes a user's current cards (a card
+added, deleted, superseded or made valid again; merging sources or pinning changes no vector).
+The search statement reads the version in its own snapshot and runs the exact scan in SQL
+unless it equals the version of this process's matrix (``CardStore.candidates``), so a matrix
+is used only when it is exactly the user's current cards as that statement sees them, whoever
+wrote them. Sequence values are never reused, so a user whose statistics were deleted and
+written again cannot match an old matrix.
+
+Bounded: the matrices of all users together take at most ``max_bytes``; the least recently
+used users are dropped first, and a user whose matrix alone is larger is never cached (their
+searches stay in SQL). The vectors of a card never change, so a refresh after a write fetches
+only the cards this process does not hold yet.
+"""
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import text
+
+from storage.card_records import CardMatch
+from storage.engine import Database
+
+__all__ = ["DEFAULT_VECTOR_CACHE_BYTES", "CardVectors", "UserVectors"]
+
+#: The default bound of all cached matrices of one process: 256 MiB holds about 170,000 cards
+#: of 384 dimensions (a user with 100,000 cards takes 154 MB).
+DEFAULT_VECTOR_CACHE_BYTES = 256 * 2**20
+
+# pgvector's binary output (vector_send): int16 dimension, int16 unused, big-endian float4s.
+_HEADER_BYTES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class UserVectors:
+    """One user's current cards at one version: ids ascending, and their unit vectors."""
+
+    version: int
+    ids: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the arrays take."""
+        return int(self.ids.nbytes + self.matrix.nbytes)
+
+    def nearest(self, query: Sequence[float], limit: int) -> list[CardMatch]:
+        """The ``limit`` cards nearest to a unit ``query`` by inner product, best first.
+
+        Ties are broken by id, as the SQL scan does; scores are the cosine similarity.
+        """
+        if limit <= 0 or len(self.ids) == 0:
+            return []
+        scores = _inner_products(self.matrix, query)
+        if len(scores) > limit:
+            picked = np.argpartition(-scores, limit - 1)[:limit]
+        else:
+            picked = np.arange(len(scores))
+        order = picked[np.lexsort((self.ids[picked], -scores[picked]))]
+        return [CardMatch(card_id=int(self.ids[i]), score=float(scores[i])) for i in order.tolist()]
+
+    def similarities(self, query: Sequence[float], card_ids: Sequence[int]) -> dict[int, float]:
+        """The cosine similarity of a unit ``query`` to each given card this matrix holds."""
+        if not card_ids or len(self.ids) == 0:
+            return {}
+        wanted = np.asarray(card_ids, dtype=np.int64)
+        rows = np.searchsorted(self.ids, wanted)
+        rows = np.minimum(rows, len(self.ids) - 1)
+        held = self.ids[rows] == wanted
+        scores = _inner_products(self.matrix[rows[held]], query)
+        return dict(zip(wanted[held].tolist(), scores.tolist(), strict=True))
+
+
+def _inner_products(
+    matrix: npt.NDArray[np.float32], query: Sequence[float]
+) -> npt.NDArray[np.float32]:
+    """Each row's inner product with ``query``, on this thread.
+
+    ``einsum``, not ``matrix @ query``: the matrix product goes to OpenBLAS, whose worker
+    threads (one per core) spin at every call; on a loaded machine 10,000 x 384 took 7-12 ms
+    that way against 1.3-2.8 ms here (measured in one process, alternating, load 2.9).
+    """
+    return np.einsum("ij,j->i", matrix, np.asarray(query, dtype=np.float32))
+
+
+class CardVectors:
+    """The cached matrices of this process, by user, within ``max_bytes`` (thread-safe)."""
+
+    def __init__(self, database: Database, dimension: int, *, max_bytes: int) -> None:
+        """Start empty; nothing is loaded until a user's first ``refresh``.
+
+        Args:
+            database: The database the cards are in.
+            dimension: The vectors' dimension.
+            max_bytes: The most memory all matrices may take together (0 caches nothing).
+        """
+        self._database = database
+        self._dimension = dimension
+        self._max_bytes = max_bytes
+        self._users: OrderedDict[str, UserVectors] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the cached matrices take now."""
+        return self._bytes
+
+    def get(self, user_id: str) -> UserVectors | None:
+        """The user's cached matrix (of whatever version it was loaded at), or None."""
+        with self._lock:
+            found = self._users.get(user_id)
+            if found is not None:
+                self._users.move_to_end(user_id)
+            return found
+
+    def drop(self, user_id: str) -> None:
+        """Forget the user's matrix."""
+        with self._lock:
+            gone = self._users.pop(user_id, None)
+            if gone is not None:
+                self._bytes -= gone.nbytes
+
+    def refresh(self, user_id: str) -> UserVectors | None:
+        """Load the user's current vectors at the user's current version, and keep them.
+
+        The version and the set of current cards are read in one repeatable-read snapshot;
+        only the vectors of cards not held yet are fetched (a card's vector never changes).
+
+        Returns:
+            The new matrix, or None when the user has no cards or it would not fit.
+        """
+        held = self.get(user_id)
+        with self._database.transaction() as session:
+            session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+            version = session.execute(
+                text("SELECT version, cards FROM card_stats WHERE user_id = :user_id"),
+                {"user_id": user_id},
+            ).one_or_none()
+            if version is None or version.cards * self._row_bytes > self._max_bytes:
+                self.drop(user_id)
+                return None
+            if held is None:
+                rows = session.execute(
+                    text(
+                        "SELECT id, vector_send(embedding) AS v FROM cards "
+                        "WHERE user_id = :user_id AND valid_to IS NULL ORDER BY id"
+                    ),
+                    {"user_id": user_id},
+                ).all()
+                ids = np.fromiter((row.id for row in rows), dtype=np.int64, count=len(rows))
+                matrix = self._decode([row.v for row in rows])
+            else:
+                current = np.asarray(
+                    session.execute(
+                        text(
+                            "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM cards "
+                            "WHERE user_id = :user_id AND valid_to IS NULL"
+                        ),
+                        {"user_id": user_id},
+                    ).scalar_one(),
+                    dtype=np.int64,
+                )
+                kept = np.isin(held.ids, current, assume_unique=True)
+                missing = current[~np.isin(current, held.ids, assume_unique=True)]
+                rows = session.execute(
+                    text(
+                        "SELECT id, vector_send(embedding) AS v FROM cards "
+                        "WHERE user_id = :user_id AND id = ANY(:ids)"
+                    ),
+                    {"user_id": user_id, "ids": missing.tolist()},
+                ).all() if len(missing) else []  # fmt: skip
+                ids = np.concatenate(
+                    [held.ids[kept], np.fromiter((r.id for r in rows), np.int64, len(rows))]
+                )
+                matrix = np.concatenate([held.matrix[kept], self._decode([r.v for r in rows])])
+                order = np.argsort(ids, kind="stable")
+                ids, matrix = ids[order], np.ascontiguousarray(matrix[order])
+        loaded = UserVectors(int(version.version), ids, matrix)
+        self._keep(user_id, loaded)
+        return loaded
+
+    @property
+    def _row_bytes(self) -> int:
+        return 4 * self._dimension + 8
+
+    def _decode(self, blobs: Sequence[bytes]) -> npt.NDArray[np.float32]:
+        """pgvector binary vectors to a float32 matrix, one row each."""
+        if not blobs:
+            return np.empty((0, self._dimension), dtype=np.float32)
+        raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1)
+        if raw.shape[1] != _HEADER_BYTES + 4 * self._dimension:
+            raise ValueError(f"stored vectors are not of dimension {self._dimension}")
+        return raw[:, _HEADER_BYTES:].copy().view(">f4").astype(np.float32)
+
+    def _keep(self, user_id: str, loaded: UserVectors) -> None:
+        """Store a matrix, dropping the least recently used others until all fit."""
+        with self._lock:
+            old = self._users.pop(user_id, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            if loaded.nbytes > self._max_bytes:
+                return
+            while self._users and self._bytes + loaded.nbytes > self._max_bytes:
+                _, evicted = self._users.popitem(last=False)
+                self._bytes -= evicted.nbytes
+            self._users[user_id] = loaded
+            self._bytes += loaded.nbytes
