@@ -38,6 +38,7 @@ from retrieval import (
     MINILM_DIMENSION,
     MINILM_NAME,
     CardIndex,
+    CardQuery,
     SentenceTransformerEmbedder,
     normalize,
 )
@@ -179,7 +180,7 @@ def measure(
             i: CardIndex = index, v: Iterator[list[float]] = vectors, t: Iterator[str] = terms
         ) -> object:
             given.vector = next(v)
-            return i.search(user_id, " ".join(next(t) for _ in range(3)), k=10)
+            return i.search(user_id, " ".join(next(t) for _ in range(3)), CardQuery(k=10))
 
         p50, p95 = timed(hybrid, runs)
         print(f"{count:>10} {name:>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)

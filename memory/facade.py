@@ -40,10 +40,11 @@ from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
 from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler, Worker
 from memory.writer import SessionWriter
-from retrieval import Embedder, ScoredCard
+from retrieval import CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
     Card,
+    CardFilter,
     CardType,
     Database,
     Job,
@@ -399,18 +400,17 @@ class Memory:
         Raises:
             ConfigurationError: long-term memory is disabled (``cards.enabled=False``).
         """
-        return self._longterm().search(
-            user_id,
-            query,
-            k=k,
-            types=types,
+        where = CardFilter(
+            types=tuple(types) if types is not None else None,
             session_id=session_id,
             topic=topic,
-            tags=tags,
+            tags=tuple(tags) if tags else None,
             since=since,
             until=until,
-            min_score=min_score,
             include_superseded=include_superseded,
+        )
+        return self._longterm().search(
+            user_id, query, CardQuery(k=k, where=where, min_score=min_score)
         )
 
     def pin(

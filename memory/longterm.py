@@ -32,6 +32,7 @@ from memory.settings import CardSettings, SummarySettings
 from retrieval import (
     CardDraft,
     CardIndex,
+    CardQuery,
     Embedder,
     HashingEmbedder,
     ScoredCard,
@@ -45,7 +46,6 @@ from storage import (
     Card,
     CardFilter,
     CardStore,
-    CardType,
     Database,
     MessageStore,
     StoredMessage,
@@ -286,40 +286,15 @@ class LongTermMemory:
     # --- reading ----------------------------------------------------------------------------
 
     def search(
-        self,
-        user_id: str,
-        query: str,
-        *,
-        k: int,
-        types: Sequence[CardType] | None,
-        session_id: str | None,
-        topic: str | None,
-        tags: Sequence[str] | None,
-        since: datetime | None,
-        until: datetime | None,
-        min_score: float | None,
-        include_superseded: bool,
-        now: datetime | None = None,
+        self, user_id: str, query: str, request: CardQuery, *, now: datetime | None = None
     ) -> list[ScoredCard]:
-        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``).
+        """The user's ``request.k`` cards best matching ``query`` (see ``CardIndex.search``).
 
         A query naming a time (``"last week"``, ``"in May 2023"``, ``"上个月"``) boosts the
         cards said or happening then, resolved against ``now`` (the clock by default).
         """
-        return self.index.search(
-            user_id,
-            query,
-            k=k,
-            types=types,
-            session_id=session_id,
-            topic=topic,
-            tags=tags,
-            since=since,
-            until=until,
-            during=time_range_of_query(query, now or datetime.now(UTC)),
-            min_score=min_score,
-            include_superseded=include_superseded,
-        )
+        during = time_range_of_query(query, now or datetime.now(UTC))
+        return self.index.search(user_id, query, request.model_copy(update={"during": during}))
 
     def recall(self, user_id: str, window: Sequence[tuple[StoredMessage, Message]]) -> Recall:
         """The memories of one request: pins first, then the cards best matching its input.
@@ -350,9 +325,11 @@ class LongTermMemory:
             hits = self.index.search(
                 user_id,
                 query,
-                k=self._settings.k + len(pins) + 2 * len(window),
-                during=time_range_of_query(query, stored.created_at),
-                min_score=self._settings.min_score,
+                CardQuery(
+                    k=self._settings.k + len(pins) + 2 * len(window),
+                    during=time_range_of_query(query, stored.created_at),
+                    min_score=self._settings.min_score,
+                ),
             )
             fresh = [
                 hit

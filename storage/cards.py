@@ -578,16 +578,17 @@ class CardStore:
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
                 window *= 4
+        similarity = found.similarity
         if held is not None and held.version == found.version:
-            dense = held.nearest(query, limit)
-            similarity = {
-                **held.similarities(query, [m.card_id for m in found.keyword]),
-                **found.similarity,
-                **{m.card_id: m.score for m in dense},
-            }
-            return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
+            # The statement left the vector work to the held matrix (it is exact here).
+            keyword = [m.card_id for m in found.keyword]
+            similarity = {**held.similarities(query, keyword), **found.similarity}
+            if found.cards <= EXACT_SCAN_MAX_CARDS:
+                dense = held.nearest(query, limit)
+                similarity.update((m.card_id, m.score) for m in dense)
+                return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
         if vectors is not None:
-            # Stale or not held: this search was answered in SQL, the next one need not be.
+            # Not held at this version: the statement ran the exact scan, the next need not.
             # Users past the exact scan's size keep the HNSW index instead (a matrix of
             # 100,000 cards measured no faster than the index, took 154 MB and 3 s to load).
             if 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
@@ -596,9 +597,9 @@ class CardStore:
                 vectors.drop(user_id)
         if found.cards > EXACT_SCAN_MAX_CARDS:
             dense = self.search_vector(user_id, embedding, limit=limit, where=where, method="index")
-            similarity = {**found.similarity, **{m.card_id: m.score for m in dense}}
+            similarity = {**similarity, **{m.card_id: m.score for m in dense}}
             return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
-        return Candidates(found.dense, found.keyword, found.timed, found.similarity, found.cards)
+        return Candidates(found.dense, found.keyword, found.timed, similarity, found.cards)
 
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]

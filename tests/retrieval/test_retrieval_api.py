@@ -12,6 +12,7 @@ def test_public_names() -> None:
     assert sorted(retrieval.__all__) == [
         "CardDraft",
         "CardIndex",
+        "CardQuery",
         "DEFAULT_RRF_K",
         "Embedder",
         "EmbedderMismatchError",
