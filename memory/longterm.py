@@ -35,6 +35,7 @@ from retrieval import (
     CardQuery,
     Embedder,
     HashingEmbedder,
+    PrefetchingEmbedder,
     ScoredCard,
     SentenceTransformerEmbedder,
     Utterance,
@@ -122,7 +123,9 @@ class LongTermMemory:
             storage.EmbeddingModelMismatchError: the database holds another model's vectors.
         """
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
-        self.index = CardIndex(store, embedder)
+        # Queries may be embedded ahead of their search (``prefetch``); batches pass through.
+        self._queries = PrefetchingEmbedder(embedder)
+        self.index = CardIndex(store, self._queries)
         self._writer = CardWriter(self.index)
         self._on_extraction_event = on_extraction_event
         self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
@@ -284,6 +287,13 @@ class LongTermMemory:
         return self.store.list_cards(user_id, CardFilter(pinned=True, include_superseded=True))
 
     # --- reading ----------------------------------------------------------------------------
+
+    def prefetch(self, text: str) -> None:
+        """Start embedding ``text`` in the background: the input of a ``prepare`` whose
+        ``recall`` will likely search it as written, once the input is stored and the window
+        read (``retrieval.prefetch``). Does nothing when recall searches no cards (``k=0``)."""
+        if self._settings.k > 0 and text.strip():
+            self._queries.prefetch(text)
 
     def search(
         self, user_id: str, query: str, request: CardQuery, *, now: datetime | None = None

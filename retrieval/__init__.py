@@ -8,6 +8,7 @@ from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalErr
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
 from retrieval.openai_embedder import OpenAIEmbedder
+from retrieval.prefetch import PrefetchingEmbedder
 from retrieval.search import KEYWORD_WEIGHT, CardDraft, CardIndex, CardQuery, ScoredCard
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
@@ -38,6 +39,7 @@ __all__ = [
     "EmbeddingError",
     "HashingEmbedder",
     "OpenAIEmbedder",
+    "PrefetchingEmbedder",
     "RetrievalError",
     "ScoredCard",
     "SentenceTransformerEmbedder",

@@ -22,6 +22,7 @@ def test_public_names() -> None:
         "MINILM_DIMENSION",
         "MINILM_NAME",
         "OpenAIEmbedder",
+        "PrefetchingEmbedder",
         "RetrievalError",
         "STOP_WORDS",
         "ScoredCard",
