@@ -13,7 +13,7 @@ from card_samples import MODEL, new_card, unit_vector
 from child_process import Spawn
 from sqlalchemy import text
 
-import storage.cards
+import storage.card_queries
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
 from storage.card_vectors import UserVectors
 
@@ -203,7 +203,7 @@ def test_users_past_the_exact_scan_size_keep_the_index(
     store.candidates(user_id, QUERIES[0], [], limit=3)
     assert held(store, user_id) is not None
     store.add(user_id, [new_card("one more tea note")])
-    monkeypatch.setattr(storage.cards, "EXACT_SCAN_MAX_CARDS", 5)
+    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 5)
 
     found = store.candidates(user_id, QUERIES[0], [], limit=7)
 
