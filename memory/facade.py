@@ -168,10 +168,11 @@ class Memory:
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
         interrupted: tuple[InterruptedCall, ...] = ()
-        if isinstance(input, str) and self._parts.longterm is not None:
+        text = input.get("content") if isinstance(input, Mapping) else input
+        if isinstance(text, str) and self._parts.longterm is not None:
             # Recall will most likely search the input as written: MiniLM embeds it on another
             # thread while the input is stored and the window read.
-            self._parts.longterm.prefetch(input)
+            self._parts.longterm.prefetch(text)
         if input is not None:
             interrupted, summary, window = self._store_input(user_id, session_id, input, system)
         else:

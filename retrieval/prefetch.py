@@ -36,6 +36,8 @@ class PrefetchingEmbedder:
         self._pending: OrderedDict[str, Future[list[float]]] = OrderedDict()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        #: How many prefetched vectors an ``embed`` took (the rest were dropped or are pending).
+        self.handed_over = 0
 
     @property
     def name(self) -> str:
@@ -74,7 +76,10 @@ class PrefetchingEmbedder:
             with self._lock:
                 future = self._pending.pop(texts[0], None)
             if future is not None and not future.cancelled():
-                return [future.result()]
+                vector = future.result()
+                with self._lock:
+                    self.handed_over += 1
+                return [vector]
         return self._inner.embed(texts)
 
     def _one(self, text: str) -> list[float]:

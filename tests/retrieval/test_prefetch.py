@@ -21,7 +21,7 @@ def test_a_prefetched_text_is_embedded_once_ahead_and_handed_over() -> None:
     [vector] = embedder.embed(["what is my daughter's name?"])
 
     assert vector == inner.embed(["what is my daughter's name?"])[0]
-    assert embedder.pending == 0
+    assert (embedder.pending, embedder.handed_over) == (0, 1)
     assert (embedder.name, embedder.dimension) == (inner.name, inner.dimension)
 
 
@@ -33,7 +33,7 @@ def test_other_texts_and_batches_pass_through() -> None:
     assert embedder.embed(["a rewritten query"]) == inner.embed(["a rewritten query"])
     assert embedder.embed(["the input", "another"]) == inner.embed(["the input", "another"])
     assert embedder.embed([]) == []
-    assert embedder.pending == 1  # still waiting for its own search
+    assert (embedder.pending, embedder.handed_over) == (1, 0)  # waiting for its own search
 
 
 def test_texts_never_searched_are_dropped_oldest_first() -> None:
