@@ -1,14 +1,16 @@
 """Each user's current card vectors as one matrix in this process, kept fresh by a version.
 
-Why: the exact per-user vector scan is the largest part of a hybrid search. On the embedded
+Why: the exact per-user vector scan was the largest part of a hybrid search. On the embedded
 server (pgvector 0.6.2: no ``halfvec``, no iterative index scans) it reads every current card
-of the user from ``ix_cards_user_current_vectors``: about 10 ms for 10,000 cards on a quiet
-machine, 130 ms for 100,000 (where the HNSW index takes over at a recall@10 of 0.999). The same
-inner products over a float32 matrix in memory take a fraction of a millisecond for 10,000 cards
-and a few milliseconds for 100,000, and are exact at every size (BENCHMARKS.md and the
-``search-fast`` report give the measurements). A smaller stored vector for a first pass with an
-exact re-rank was the other option; it still reads every row in the server and adds a migration
-of the vectors themselves, and it can miss a neighbour.
+of the user from ``ix_cards_user_current_vectors``: about 10 ms of a 21 ms search for 10,000
+cards on a quiet machine. The same inner products over a float32 matrix in memory take 1-2 ms,
+and the statement, no longer scanning, about 2 ms on the server. Measured interleaved in one
+process on the same queries (``benchmarks/recall.py`` prints both as its ``hybrid`` and ``sql``
+rows), 10,000 cards, k = 10: p50 31.7 -> 19.2 ms at load 6, 24.5 -> 15.6 ms at load 3.3, the
+same cards every time. The other option, a smaller stored vector for a first pass with an exact
+re-rank, still reads every row in the server, needs a second copy of every vector written by a
+migration, and can miss a neighbour. Users past ``EXACT_SCAN_MAX_CARDS`` keep the HNSW index:
+a matrix of 100,000 cards searched no faster than the index, took 154 MB and 3 s to load.
 
 Correct across processes: ``card_stats.version`` (migration 10) takes a new value from one
 sequence in the same transaction as every write that changes a user's current cards (a card
@@ -22,7 +24,9 @@ written again cannot match an old matrix.
 Bounded: the matrices of all users together take at most ``max_bytes``; the least recently
 used users are dropped first, and a user whose matrix alone is larger is never cached (their
 searches stay in SQL). The vectors of a card never change, so a refresh after a write fetches
-only the cards this process does not hold yet.
+only the cards this process does not hold yet (the ids of the current cards, a few ms for
+10,000, and the new vectors); the first search of a user in a process pays the full load after
+its answer is computed (10,000 vectors: 0.25-0.56 s at load 3-6).
 """
 
 import threading
@@ -40,7 +44,7 @@ from storage.engine import Database
 __all__ = ["DEFAULT_VECTOR_CACHE_BYTES", "CardVectors", "UserVectors"]
 
 #: The default bound of all cached matrices of one process: 256 MiB holds about 170,000 cards
-#: of 384 dimensions (a user with 100,000 cards takes 154 MB).
+#: of 384 dimensions (a user of 10,000 cards takes 15 MB; 20,000, the most held, 31 MB).
 DEFAULT_VECTOR_CACHE_BYTES = 256 * 2**20
 
 # pgvector's binary output (vector_send): int16 dimension, int16 unused, big-endian float4s.
