@@ -103,10 +103,13 @@ def candidate_sql(
             # Only the best ``window`` scored cards are joined to cards for the filters; the
             # caller widens the window when the filters left fewer than ``limit``.
             "top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)",
+            # One index lookup per scored card (``OFFSET 0`` keeps the lateral subquery from
+            # being flattened into a join that reads every current card id of the user).
             "keyword AS MATERIALIZED (SELECT c.id, top.score, "
             "row_number() OVER (ORDER BY top.score DESC, c.id) AS rank "
-            "FROM top JOIN cards AS c ON c.user_id = :user_id AND c.id = top.card_id "
-            f"WHERE true{c_clause} ORDER BY top.score DESC, c.id LIMIT :limit)",
+            "FROM top CROSS JOIN LATERAL (SELECT c.id FROM cards AS c "
+            f"WHERE c.user_id = :user_id AND c.id = top.card_id{c_clause} OFFSET 0) AS c "
+            "ORDER BY top.score DESC, c.id LIMIT :limit)",
         ]
         parts += [
             "SELECT 'k', id, score, rank FROM keyword",

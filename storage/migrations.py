@@ -341,6 +341,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE SEQUENCE card_stats_version_seq",
             "ALTER TABLE card_stats ADD COLUMN version bigint NOT NULL "
             "DEFAULT nextval('card_stats_version_seq')",
+            # A refresh after a write lists the user's current card ids: from this index it
+            # reads a few pages, already in id order; from the vectors' index it read all
+            # 2,500 pages of a 10,000-card user (14.6 ms at load 6, as much as the scan).
+            "CREATE INDEX ix_cards_user_current_ids ON cards (user_id, id) WHERE valid_to IS NULL",
         ),
     ),
 )

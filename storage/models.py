@@ -138,6 +138,12 @@ class CardRow(Base):
         Index("ix_cards_user_occurred", "user_id", "occurred_at"),
         Index("ix_cards_user_pinned", "user_id", postgresql_where=sql_text("pinned")),
         Index(
+            "ix_cards_user_current_ids",
+            "user_id",
+            "id",
+            postgresql_where=sql_text("valid_to IS NULL"),
+        ),
+        Index(
             "ix_cards_user_subject_attribute",
             "user_id",
             "subject",
