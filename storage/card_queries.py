@@ -12,7 +12,7 @@ from sqlalchemy import Row, text
 from storage.card_records import CardFilter, CardMatch, filter_sql
 from storage.card_rows import unit_vector, vector_literal
 from storage.card_search import Candidates, candidate_sql
-from storage.card_vectors import CardVectors
+from storage.card_vectors import CardVectors, UserVectors
 from storage.engine import Database
 
 __all__ = ["BM25_B", "BM25_K1", "EXACT_SCAN_MAX_CARDS", "CardQueries"]
@@ -149,7 +149,7 @@ class CardQueries:
             query=vector_literal(query),
             limit=limit,
             exact_max=EXACT_SCAN_MAX_CARDS,
-            held_version=held.version if held is not None else -1,
+            held=held is not None,
             terms=wanted,
             k1=BM25_K1,
             b=BM25_B,
@@ -164,28 +164,54 @@ class CardQueries:
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
                 window *= 4
-        similarity = found.similarity
-        if held is not None and held.version == found.version:
-            # The statement left the vector work to the held matrix (it is exact here).
-            keyword = [m.card_id for m in found.keyword]
-            similarity = {**held.similarities(query, keyword), **found.similarity}
-            if found.cards <= EXACT_SCAN_MAX_CARDS:
-                dense = held.nearest(query, limit)
-                similarity.update((m.card_id, m.score) for m in dense)
-                return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
-        if vectors is not None:
-            # Not held at this version: the statement ran the exact scan, the next need not.
+        if held is not None:
+            return self._with_held(user_id, query, limit, found, held)
+        if vectors is not None and 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
+            # Answered by the exact scan in SQL: the next search of this user need not be.
             # Users past the exact scan's size keep the HNSW index instead (a matrix of
             # 100,000 cards measured no faster than the index, took 154 MB and 3 s to load).
-            if 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
-                vectors.refresh(user_id)
-            else:
-                vectors.drop(user_id)
+            vectors.refresh(user_id)
+        similarity = found.similarity
         if found.cards > EXACT_SCAN_MAX_CARDS:
             dense = self.search_vector(user_id, embedding, limit=limit, where=where, method="index")
             similarity = {**similarity, **{m.card_id: m.score for m in dense}}
             return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
         return Candidates(found.dense, found.keyword, found.timed, similarity, found.cards)
+
+    def _with_held(
+        self, user_id: str, query: list[float], limit: int, found: "_Found", held: UserVectors
+    ) -> Candidates:
+        """Complete a statement run without vector work from the user's held vectors.
+
+        When a write moved the user's version since they were loaded, only what changed is
+        loaded first (a write after the statement may be in them then, as it would be in a
+        second statement). When the user has no card left, outgrew what is held, or no longer
+        fits, the vector work is done in SQL after all.
+        """
+        assert self._vectors is not None  # held vectors come from there
+        if held.version != found.version or found.cards > EXACT_SCAN_MAX_CARDS:
+            fresh = None
+            if 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
+                fresh = self._vectors.refresh(user_id)
+            else:
+                self._vectors.drop(user_id)
+            if fresh is None:
+                dense = self.search_vector(user_id, query, limit=limit)
+                keyword = [m.card_id for m in found.keyword]
+                similarity = {
+                    **self.similarities(user_id, query, keyword),
+                    **found.similarity,
+                    **{m.card_id: m.score for m in dense},
+                }
+                return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
+            held = fresh
+        dense = held.nearest(query, limit)
+        similarity = {
+            **held.similarities(query, [m.card_id for m in found.keyword]),
+            **found.similarity,
+            **{m.card_id: m.score for m in dense},
+        }
+        return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
 
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]

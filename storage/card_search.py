@@ -55,8 +55,9 @@ def candidate_sql(
     Bound parameters the caller adds: ``user_id``, ``query`` (pgvector text, unit length),
     ``limit``, ``exact_max`` (the dense ranking is an exact scan, run only for users with at
     most that many cards; bigger users take the HNSW index in a second statement),
-    ``held_version`` (the version of the user's vectors the caller holds in memory, -1 for
-    none: when it is the user's version, the ``d`` and ``s`` rows are left out), and with
+    ``held`` (the caller holds the user's current vectors in memory, ``storage.card_vectors``:
+    the ``d`` and ``s`` rows are left out, the caller computes them at the version the ``n``
+    row gives), and with
     ``keywords``: ``terms``, ``k1``, ``b``, ``window``; with ``during``: nothing more.
 
     The vector distances are inner products of unit vectors (the same order as cosine, and
@@ -69,11 +70,6 @@ def candidate_sql(
         "stats AS MATERIALIZED (SELECT cards, version, cards::float8 AS n, "
         "keyword_length::float8 / greatest(cards, 1) AS avgdl "
         "FROM card_stats WHERE user_id = :user_id)",
-        # Whether this process holds the user's current vectors at the version this statement
-        # sees (``storage.card_vectors``): then the vector ranking and the similarities are
-        # computed there, and skipped here.
-        "fresh AS MATERIALIZED (SELECT coalesce((SELECT version FROM stats) = :held_version, "
-        "false) AS held)",
     ]
     parts = ["SELECT 'n' AS ranking, (SELECT version FROM stats) AS id, "
              "coalesce((SELECT cards FROM stats), 0)::float8 AS score, "
@@ -85,7 +81,7 @@ def candidate_sql(
             "SELECT id, (embedding <#> CAST(:query AS vector)) + 1 AS distance FROM cards "
             f"WHERE user_id = :user_id{clause} "
             "AND coalesce((SELECT cards FROM stats), 0) <= :exact_max "
-            "AND NOT (SELECT held FROM fresh) "
+            "AND NOT CAST(:held AS boolean) "
             "ORDER BY 2 LIMIT :limit) AS nearest)"
         )
         parts.append("SELECT 'd', id, score, rank FROM dense")
@@ -114,7 +110,7 @@ def candidate_sql(
         parts += [
             "SELECT 'k', id, score, rank FROM keyword",
             "SELECT 's', c.id, -(c.embedding <#> CAST(:query AS vector)), 0 FROM cards AS c "
-            "WHERE NOT (SELECT held FROM fresh) AND c.user_id = :user_id AND c.id IN "
+            "WHERE NOT CAST(:held AS boolean) AND c.user_id = :user_id AND c.id IN "
             "(SELECT id FROM keyword EXCEPT SELECT id FROM dense)",
         ]
     if during is not None:

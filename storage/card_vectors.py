@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 
 from storage.card_records import CardMatch
 from storage.engine import Database
@@ -58,11 +59,15 @@ class UserVectors:
     version: int
     ids: npt.NDArray[np.int64]
     matrix: npt.NDArray[np.float32]
+    #: The rows ``matrix`` is the start of, with room after it: cards added later are written
+    #: there (by ``CardVectors`` under its lock, only by the user's newest ``UserVectors``),
+    #: never into a row an older one can see.
+    buffer: npt.NDArray[np.float32]
 
     @property
     def nbytes(self) -> int:
         """The memory the arrays take."""
-        return int(self.ids.nbytes + self.matrix.nbytes)
+        return int(self.ids.nbytes + self.buffer.nbytes)
 
     def nearest(self, query: Sequence[float], limit: int) -> list[CardMatch]:
         """The ``limit`` cards nearest to a unit ``query`` by inner product, best first.
@@ -154,6 +159,7 @@ class CardVectors:
             The new matrix, or None when the user has no cards or it would not fit.
         """
         held = self.get(user_id)
+        added: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None = None
         with self._database.transaction() as session:
             session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             version = session.execute(
@@ -164,15 +170,7 @@ class CardVectors:
                 self.drop(user_id)
                 return None
             if held is None:
-                rows = session.execute(
-                    text(
-                        "SELECT id, vector_send(embedding) AS v FROM cards "
-                        "WHERE user_id = :user_id AND valid_to IS NULL ORDER BY id"
-                    ),
-                    {"user_id": user_id},
-                ).all()
-                ids = np.fromiter((row.id for row in rows), dtype=np.int64, count=len(rows))
-                matrix = self._decode([row.v for row in rows])
+                ids, matrix = self._vectors(session, user_id, None)
             else:
                 current = np.asarray(
                     session.execute(
@@ -184,23 +182,64 @@ class CardVectors:
                     ).scalar_one(),
                     dtype=np.int64,
                 )
-                kept = np.isin(held.ids, current, assume_unique=True)
-                missing = current[~np.isin(current, held.ids, assume_unique=True)]
-                rows = session.execute(
-                    text(
-                        "SELECT id, vector_send(embedding) AS v FROM cards "
-                        "WHERE user_id = :user_id AND id = ANY(:ids)"
-                    ),
-                    {"user_id": user_id, "ids": missing.tolist()},
-                ).all() if len(missing) else []  # fmt: skip
-                ids = np.concatenate(
-                    [held.ids[kept], np.fromiter((r.id for r in rows), np.int64, len(rows))]
+                count = len(held.ids)
+                if len(current) >= count and np.array_equal(current[:count], held.ids):
+                    # Only cards added (the common write): their rows go after the held ones.
+                    added = self._vectors(session, user_id, current[count:])
+                else:
+                    kept = np.isin(held.ids, current, assume_unique=True)
+                    new_ids, new_rows = self._vectors(
+                        session, user_id, current[~np.isin(current, held.ids, assume_unique=True)]
+                    )
+                    ids = np.concatenate([held.ids[kept], new_ids])
+                    matrix = np.concatenate([held.matrix[kept], new_rows])
+                    order = np.argsort(ids, kind="stable")
+                    ids, matrix = ids[order], matrix[order]
+        if held is not None and added is not None:
+            return self._append(user_id, held, int(version.version), *added)
+        loaded = UserVectors(int(version.version), ids, *_with_room(matrix))
+        with self._lock:
+            self._keep_locked(user_id, loaded)
+        return loaded
+
+    def _vectors(
+        self, session: Session, user_id: str, card_ids: npt.NDArray[np.int64] | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The ids and vectors, by id, of the user's given cards (None: every current one)."""
+        if card_ids is not None and len(card_ids) == 0:
+            return np.empty(0, dtype=np.int64), np.empty((0, self._dimension), np.float32)
+        which = "valid_to IS NULL" if card_ids is None else "id = ANY(:ids)"
+        rows = session.execute(
+            text(
+                "SELECT id, vector_send(embedding) AS v FROM cards "
+                f"WHERE user_id = :user_id AND {which} ORDER BY id"
+            ),
+            {"user_id": user_id, "ids": [] if card_ids is None else card_ids.tolist()},
+        ).all()
+        ids = np.fromiter((row.id for row in rows), dtype=np.int64, count=len(rows))
+        return ids, self._decode([row.v for row in rows])
+
+    def _append(
+        self,
+        user_id: str,
+        held: UserVectors,
+        version: int,
+        new_ids: npt.NDArray[np.int64],
+        new_rows: npt.NDArray[np.float32],
+    ) -> UserVectors:
+        """``held`` with cards added after it: written into its room when it still is the
+        user's newest matrix and has room (no copy of the others), else copied."""
+        count, more = len(held.ids), len(new_ids)
+        ids = np.concatenate([held.ids, new_ids])
+        with self._lock:
+            if self._users.get(user_id) is held and count + more <= len(held.buffer):
+                held.buffer[count : count + more] = new_rows
+                loaded = UserVectors(version, ids, held.buffer[: count + more], held.buffer)
+            else:
+                loaded = UserVectors(
+                    version, ids, *_with_room(np.concatenate([held.matrix, new_rows]))
                 )
-                matrix = np.concatenate([held.matrix[kept], self._decode([r.v for r in rows])])
-                order = np.argsort(ids, kind="stable")
-                ids, matrix = ids[order], np.ascontiguousarray(matrix[order])
-        loaded = UserVectors(int(version.version), ids, matrix)
-        self._keep(user_id, loaded)
+            self._keep_locked(user_id, loaded)
         return loaded
 
     @property
@@ -219,13 +258,28 @@ class CardVectors:
     def _keep(self, user_id: str, loaded: UserVectors) -> None:
         """Store a matrix, dropping the least recently used others until all fit."""
         with self._lock:
-            old = self._users.pop(user_id, None)
-            if old is not None:
-                self._bytes -= old.nbytes
-            if loaded.nbytes > self._max_bytes:
-                return
-            while self._users and self._bytes + loaded.nbytes > self._max_bytes:
-                _, evicted = self._users.popitem(last=False)
-                self._bytes -= evicted.nbytes
-            self._users[user_id] = loaded
-            self._bytes += loaded.nbytes
+            self._keep_locked(user_id, loaded)
+
+    def _keep_locked(self, user_id: str, loaded: UserVectors) -> None:
+        old = self._users.pop(user_id, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+        if loaded.nbytes > self._max_bytes:
+            return
+        while self._users and self._bytes + loaded.nbytes > self._max_bytes:
+            _, evicted = self._users.popitem(last=False)
+            self._bytes -= evicted.nbytes
+        self._users[user_id] = loaded
+        self._bytes += loaded.nbytes
+
+
+def _with_room(
+    matrix: npt.NDArray[np.float32],
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """A copy of ``matrix`` at the start of a buffer with room for an eighth more rows (at
+    least 8), so the cards of the next writes are added without copying the others: the
+    matrix and the buffer."""
+    room = max(len(matrix) // 8, 8)
+    buffer = np.empty((len(matrix) + room, matrix.shape[1]), dtype=np.float32)
+    buffer[: len(matrix)] = matrix
+    return buffer[: len(matrix)], buffer

@@ -73,7 +73,8 @@ def test_a_held_matrix_is_used_only_at_the_version_the_statement_sees(
     assert loaded is not None
     # A forged matrix at the current version: the search trusts it (it is the cache)...
     reversed_ids = loaded.ids[::-1].copy()
-    forged = UserVectors(loaded.version, loaded.ids, loaded.matrix[::-1].copy())
+    backwards = loaded.matrix[::-1].copy()
+    forged = UserVectors(loaded.version, loaded.ids, backwards, backwards)
     assert store._vectors is not None
     store._vectors._keep(user_id, forged)
     found = store.candidates(user_id, QUERIES[0], [], limit=20)
@@ -82,14 +83,38 @@ def test_a_held_matrix_is_used_only_at_the_version_the_statement_sees(
     assert [m.card_id for m in found.dense] == [
         int(reversed_ids[by_row[m.card_id]]) for m in nearest
     ]
-    # ...until any write moves the version: then the statement scans.
-    store.add(user_id, [new_card("tea with lemon")])
+    # ...and after a write only what changed is loaded: the new card, at the new version.
+    [added] = store.add(user_id, [new_card("tea with lemon")])
 
     after = store.candidates(user_id, QUERIES[0], [], limit=21)
-    exact = store.search_vector(user_id, QUERIES[0], limit=21, method="exact")
-    assert [m.card_id for m in after.dense] == [m.card_id for m in exact]
     reloaded = held(store, user_id)
     assert reloaded is not None and reloaded.version == version(database, user_id)
+    assert added.id in reloaded.ids and added.id in {m.card_id for m in after.dense}
+    assert np.array_equal(reloaded.matrix[reloaded.ids != added.id], forged.matrix)
+
+
+def test_a_write_between_the_statement_and_the_reload_is_searched_exactly(
+    store: CardStore, database: Database, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.add(user_id, [new_card(f"tea note {i}") for i in range(8)])
+    store.candidates(user_id, QUERIES[0], [], limit=3)
+    store.add(user_id, [new_card("tea with lemon")])  # the held vectors are stale now
+    vectors = store._vectors
+    assert vectors is not None
+    reload = vectors.refresh
+    other = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
+
+    def write_then_reload(user: str) -> UserVectors | None:
+        other.add(user, [new_card("written while this search ran")])
+        return reload(user)
+
+    monkeypatch.setattr(vectors, "refresh", write_then_reload)
+    found = store.candidates(user_id, QUERIES[1], ["tea"], limit=10)
+
+    exact = store.search_vector(user_id, QUERIES[1], limit=10, method="exact")
+    assert [m.card_id for m in found.dense] == [m.card_id for m in exact]
+    ids = sorted({m.card_id for m in [*found.dense, *found.keyword]})
+    assert found.similarity == pytest.approx(store.similarities(user_id, QUERIES[1], ids), abs=1e-5)
 
 
 def test_every_write_of_another_process_is_seen(
@@ -117,6 +142,20 @@ def test_every_write_of_another_process_is_seen(
     assert_matches_sql(store, user_id, limit=11)
     assert added not in held(store, user_id).ids  # type: ignore[union-attr]
     assert writer.finish() == 0
+
+
+def test_a_user_forgotten_by_another_store_has_no_candidates(
+    store: CardStore, database: Database, user_id: str
+) -> None:
+    store.add(user_id, [new_card(f"tea note {i}") for i in range(4)])
+    store.candidates(user_id, QUERIES[0], [], limit=3)
+    assert held(store, user_id) is not None
+    CardStore(database, model=MODEL, dimension=EMBEDDING_DIM).delete(user_id)
+
+    found = store.candidates(user_id, QUERIES[0], ["tea"], limit=3)
+
+    assert (found.dense, found.keyword, found.similarity, found.cards) == ([], [], {}, 0)
+    assert held(store, user_id) is None
 
 
 def test_never_fewer_than_k_from_the_cache(store: CardStore, user_id: str) -> None:
@@ -159,22 +198,42 @@ def test_forgetting_and_adding_again_never_matches_an_old_matrix(
 
 def test_memory_is_bounded_by_bytes(database: Database) -> None:
     row = 4 * EMBEDDING_DIM + 8
-    store = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM, vector_cache_bytes=25 * row)
+    # Room for two users of 10 cards (each held with room for 8 more), not three.
+    store = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM, vector_cache_bytes=40 * row)
     users = [f"user-{uuid.uuid4()}" for _ in range(3)]
     for user in users:
         store.add(user, [new_card(f"tea note {i} of {user}") for i in range(10)])
     big = f"user-{uuid.uuid4()}"
-    store.add(big, [new_card(f"tea note {i} of {big}") for i in range(30)])
+    store.add(big, [new_card(f"tea note {i} of {big}") for i in range(50)])
 
     for user in users:
         store.candidates(user, QUERIES[0], [], limit=3)
     assert store._vectors is not None
     assert held(store, users[0]) is None  # the least recently used went first
     assert held(store, users[1]) is not None and held(store, users[2]) is not None
-    assert store._vectors.nbytes <= 25 * row
+    assert store._vectors.nbytes <= 40 * row
     store.candidates(big, QUERIES[0], [], limit=3)  # larger than the bound: never held
     assert held(store, big) is None
-    assert len(store.candidates(big, QUERIES[0], [], limit=30).dense) == 30
+    assert len(store.candidates(big, QUERIES[0], [], limit=50).dense) == 50
+
+
+def test_added_cards_are_written_into_the_room_after_the_held_rows(
+    store: CardStore, user_id: str
+) -> None:
+    store.add(user_id, [new_card(f"tea note {i}") for i in range(16)])
+    store.candidates(user_id, QUERIES[0], [], limit=3)
+    first = held(store, user_id)
+    assert first is not None and len(first.buffer) == 16 + 8
+
+    store.add(user_id, [new_card("tea with lemon"), new_card("tea with milk")])
+    assert_matches_sql(store, user_id, limit=18)
+    second = held(store, user_id)
+    assert second is not None and second.buffer is first.buffer  # no copy
+    assert len(first.ids) == 16 and len(second.ids) == 18  # the older one sees its own rows
+    store.add(user_id, [new_card(f"more tea {i}") for i in range(7)])  # past the room
+    assert_matches_sql(store, user_id, limit=25)
+    third = held(store, user_id)
+    assert third is not None and third.buffer is not first.buffer and len(third.ids) == 25
 
 
 def test_no_cache_at_all_when_the_bound_is_zero(database: Database, user_id: str) -> None:
