@@ -146,7 +146,8 @@ class CardQueries:
         sql, params = candidate_sql(where, dense=True, keywords=bool(wanted), during=during)
         params.update(
             user_id=user_id,
-            query=vector_literal(query),
+            # With held vectors only the time window's ranking needs the query in SQL.
+            query=vector_literal(query) if held is None or during is not None else None,
             limit=limit,
             exact_max=EXACT_SCAN_MAX_CARDS,
             held=held is not None,
