@@ -323,7 +323,9 @@ def _candidates(rows: Sequence[Row[Any]]) -> _Found:
         elif row.ranking == "s":
             similarity[row.id] = float(row.score)
         else:
-            rankings[row.ranking].append((row.rank, CardMatch(card_id=row.id, score=row.score)))
+            # Built without validation: hundreds per search, of the statement's ints and floats.
+            match = CardMatch.model_construct(card_id=int(row.id), score=float(row.score))
+            rankings[row.ranking].append((row.rank, match))
             if row.ranking != "k":
                 similarity[row.id] = float(row.score)
     dense, keyword, timed = (

@@ -82,7 +82,12 @@ class UserVectors:
         else:
             picked = np.arange(len(scores))
         order = picked[np.lexsort((self.ids[picked], -scores[picked]))]
-        return [CardMatch(card_id=int(self.ids[i]), score=float(scores[i])) for i in order.tolist()]
+        ids, best = self.ids[order].tolist(), scores[order].tolist()
+        # Built without validation: a search makes a hundred of them, of plain ints and floats.
+        return [
+            CardMatch.model_construct(card_id=i, score=score)
+            for i, score in zip(ids, best, strict=True)
+        ]
 
     def similarities(self, query: Sequence[float], card_ids: Sequence[int]) -> dict[int, float]:
         """The cosine similarity of a unit ``query`` to each given card this matrix holds."""
