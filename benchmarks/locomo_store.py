@@ -17,6 +17,7 @@ from retrieval import (
     MINILM_NAME,
     CardDraft,
     CardIndex,
+    CardQuery,
     SentenceTransformerEmbedder,
 )
 from storage import CardStore, Database
@@ -47,7 +48,7 @@ def run_store(
                 index.add(user_id, [_draft(conversation, card) for card in cards])
                 full = full_tokens(conversation, encoding)
                 for question in conversation.questions:
-                    top = index.search(user_id, question.text, k=k)
+                    top = index.search(user_id, question.text, CardQuery(k=k))
                     found = {s for hit in top for s in hit.card.source_client_ids}
                     hits = sum(1 for e in question.evidence if e in found)
                     result.recall[question.category].append(hits / len(question.evidence))

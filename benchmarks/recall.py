@@ -14,7 +14,9 @@ vectors in 384 dimensions have no near neighbours at all, which makes any index'
 meaningless (it measured 0.14 there). Queries are drawn the same way. Then,
 for the 10k and the 100k user: vector search p50/p95 by exact scan and by the index (k=10),
 the index's recall@10 against the exact scan, and the whole hybrid ``CardIndex.search``
-(vector + BM25 + fusion + fetching the cards; the query's embedding is given, not computed).
+(vector + BM25 + fusion + fetching the cards; the query's embedding is given, not computed),
+as a process runs it (``hybrid``: the user's current vectors held in memory after the first
+search, ``storage.card_vectors``) and with no vectors held (``sql``: the exact scan in SQL).
 Last, ``Memory.prepare`` with recall on for the 10k user: storing the input, the window, the
 pins, the query rewrite, MiniLM embedding the query, the search and assembling the context.
 """
@@ -36,9 +38,11 @@ from retrieval import (
     MINILM_DIMENSION,
     MINILM_NAME,
     CardIndex,
+    CardQuery,
     SentenceTransformerEmbedder,
     normalize,
 )
+from retrieval.sentence_transformer import DEFAULT_TORCH_THREADS
 from storage import CardStore, Database
 
 USERS = {"bench-10k": 10_000, "bench-100k": 100_000}
@@ -108,7 +112,8 @@ def load(database: Database, user_id: str, count: int) -> None:
         session.execute(
             text(
                 "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :n, :l) "
-                "ON CONFLICT (user_id) DO UPDATE SET cards = :n, keyword_length = :l"
+                "ON CONFLICT (user_id) DO UPDATE SET cards = :n, keyword_length = :l, "
+                "version = nextval('card_stats_version_seq')"
             ),
             {"u": user_id, "n": count, "l": count * TERMS_PER_CARD},
         )
@@ -129,7 +134,7 @@ def timed(call: Callable[[], object], runs: int) -> tuple[float, float]:
 
 def measure(
     store: CardStore,
-    index: CardIndex,
+    indexes: dict[str, CardIndex],
     given: GivenVector,
     user_id: str,
     count: int,
@@ -137,7 +142,12 @@ def measure(
     rng: random.Random,
     centroids: list[list[float]],
 ) -> None:
-    """Print exact, index and hybrid latency for one user, and the index's recall@10."""
+    """Print exact, index and hybrid latency for one user, and the index's recall@10.
+
+    ``indexes`` are the hybrid searches to time by row name: ``hybrid`` (the default store,
+    the user's vectors held in this process after the first search) and ``sql`` (a store
+    keeping no vectors: every search scans in SQL).
+    """
     queries = [
         normalize([x + (rng.random() - 0.5) * NOISE for x in rng.choice(centroids)])
         for _ in range(runs)
@@ -161,15 +171,19 @@ def measure(
         p50, p95 = timed(vector, runs)
         recall = overlap if method == "index" else 1.0
         print(f"{count:>10} {method:>8} {p50:8.2f} {p95:8.2f} {recall:9.3f}", flush=True)
-    vectors = iter(queries * 100)
-    words = iter([f"w{rng.randrange(200)}" for _ in range(runs * 3)] * 100)
+    words = [f"w{rng.randrange(200)}" for _ in range(runs * 3)]
+    for name, index in indexes.items():
+        vectors = iter(queries * 100)
+        terms = iter(words * 100)
 
-    def hybrid() -> object:
-        given.vector = next(vectors)
-        return index.search(user_id, " ".join(next(words) for _ in range(3)), k=10)
+        def hybrid(
+            i: CardIndex = index, v: Iterator[list[float]] = vectors, t: Iterator[str] = terms
+        ) -> object:
+            given.vector = next(v)
+            return i.search(user_id, " ".join(next(t) for _ in range(3)), CardQuery(k=10))
 
-    p50, p95 = timed(hybrid, runs)
-    print(f"{count:>10} {'hybrid':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
+        p50, p95 = timed(hybrid, runs)
+        print(f"{count:>10} {name:>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
 
 
 PREPARE_INPUTS = [
@@ -181,14 +195,16 @@ PREPARE_INPUTS = [
 ]
 
 
-def measure_prepare(database: Database, user_id: str, count: int, runs: int) -> None:
+def measure_prepare(
+    database: Database, user_id: str, count: int, runs: int, threads: int | None
+) -> None:
     """Print ``Memory.prepare`` p50/p95 with recall on (MiniLM embeds every query).
 
     Each call is the next turn of its own short session (two earlier messages), as in a chat
     that just resumed: one long session would grow the window, and with it how many cards
     recall asks for (``k`` plus twice the window), with every call.
     """
-    memory = Memory(database, Settings(), embedder=SentenceTransformerEmbedder())
+    memory = Memory(database, Settings(), embedder=SentenceTransformerEmbedder(threads=threads))
     run = time.time_ns()
     sessions = [f"bench-prepare-{run}-{i}" for i in range(runs + 5)]
     for session in sessions:
@@ -223,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--torch-threads",
         type=int,
-        default=None,
-        help="torch intra-op threads for the prepare row (default: torch's own choice)",
+        default=DEFAULT_TORCH_THREADS,
+        help="torch intra-op threads for the prepare row (default: the embedder's, "
+        f"{DEFAULT_TORCH_THREADS}; 0: torch's own choice)",
     )
     args = parser.parse_args(argv)
     database = Database.open(None, data_dir=args.data_dir)
@@ -273,7 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     rng = random.Random(1)
     given = GivenVector()
-    index = CardIndex(store, given)
+    uncached = CardStore(
+        database, model=MINILM_NAME, dimension=MINILM_DIMENSION, vector_cache_bytes=0
+    )
+    indexes = {"hybrid": CardIndex(store, given), "sql": CardIndex(uncached, given)}
     print(
         f"{'cards/user':>10} {'method':>8} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}",
         flush=True,
@@ -282,12 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     for user_id, count in USERS.items():
         if args.prepare_only or (args.only_10k and count > 10_000):
             continue
-        measure(store, index, given, user_id, count, args.queries, rng, centroids)
-    if args.torch_threads is not None:
-        import torch  # only here: the search rows never load it
-
-        torch.set_num_threads(args.torch_threads)
-    measure_prepare(database, "bench-10k", USERS["bench-10k"], args.queries)
+        measure(store, indexes, given, user_id, count, args.queries, rng, centroids)
+    threads = args.torch_threads or None
+    measure_prepare(database, "bench-10k", USERS["bench-10k"], args.queries, threads)
     print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
     database.close()
     return 0

@@ -40,10 +40,11 @@ from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
 from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler, Worker
 from memory.writer import SessionWriter
-from retrieval import Embedder, ScoredCard
+from retrieval import CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
     Card,
+    CardFilter,
     CardType,
     Database,
     InvalidInputError,
@@ -170,6 +171,11 @@ class Memory:
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
         interrupted: tuple[InterruptedCall, ...] = ()
+        text = input.get("content") if isinstance(input, Mapping) else input
+        if isinstance(text, str) and self._parts.longterm is not None:
+            # Recall will most likely search the input as written: MiniLM embeds it on another
+            # thread while the input is stored and the window read.
+            self._parts.longterm.prefetch(text)
         if input is not None:
             interrupted, summary, window = self._store_input(user_id, session_id, input, system)
         else:
@@ -416,23 +422,21 @@ class Memory:
             if isinstance(listed, str):
                 raise InvalidInputError(f"{name} must be a list of strings, not one string")
         try:
-            return self._longterm().search(
-                user_id,
-                query,
-                k=k,
-                types=types,
+            where = CardFilter(
+                types=tuple(types) if types is not None else None,
                 session_id=session_id,
                 topic=topic,
-                tags=tags,
+                tags=tuple(tags) if tags else None,
                 since=since,
                 until=until,
-                min_score=min_score,
                 include_superseded=include_superseded,
             )
+            query_plan = CardQuery(k=k, where=where, min_score=min_score)
         except ValidationError as error:
             problem = error.errors()[0]
-            where = ".".join(map(str, problem["loc"]))
-            raise InvalidInputError(f"search filter {where}: {problem['msg']}") from None
+            where_wrong = ".".join(map(str, problem["loc"]))
+            raise InvalidInputError(f"search filter {where_wrong}: {problem['msg']}") from None
+        return self._longterm().search(user_id, query, query_plan)
 
     def pin(
         self,

@@ -32,8 +32,10 @@ from memory.settings import CardSettings, SummarySettings
 from retrieval import (
     CardDraft,
     CardIndex,
+    CardQuery,
     Embedder,
     HashingEmbedder,
+    PrefetchingEmbedder,
     ScoredCard,
     SentenceTransformerEmbedder,
     Utterance,
@@ -45,7 +47,6 @@ from storage import (
     Card,
     CardFilter,
     CardStore,
-    CardType,
     Database,
     MessageStore,
     StoredMessage,
@@ -128,7 +129,9 @@ class LongTermMemory:
             storage.EmbeddingModelMismatchError: the database holds another model's vectors.
         """
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
-        self.index = CardIndex(store, embedder)
+        # Queries may be embedded ahead of their search (``prefetch``); batches pass through.
+        self._queries = PrefetchingEmbedder(embedder)
+        self.index = CardIndex(store, self._queries)
         self._writer = CardWriter(self.index)
         self._on_extraction_event = on_extraction_event
         self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
@@ -328,41 +331,23 @@ class LongTermMemory:
 
     # --- reading ----------------------------------------------------------------------------
 
+    def prefetch(self, text: str) -> None:
+        """Start embedding ``text`` in the background: the input of a ``prepare`` whose
+        ``recall`` will likely search it as written, once the input is stored and the window
+        read (``retrieval.prefetch``). Does nothing when recall searches no cards (``k=0``)."""
+        if self._settings.k > 0 and text.strip():
+            self._queries.prefetch(text)
+
     def search(
-        self,
-        user_id: str,
-        query: str,
-        *,
-        k: int,
-        types: Sequence[CardType] | None,
-        session_id: str | None,
-        topic: str | None,
-        tags: Sequence[str] | None,
-        since: datetime | None,
-        until: datetime | None,
-        min_score: float | None,
-        include_superseded: bool,
-        now: datetime | None = None,
+        self, user_id: str, query: str, request: CardQuery, *, now: datetime | None = None
     ) -> list[ScoredCard]:
-        """The user's ``k`` cards best matching ``query`` (see ``CardIndex.search``).
+        """The user's ``request.k`` cards best matching ``query`` (see ``CardIndex.search``).
 
         A query naming a time (``"last week"``, ``"in May 2023"``, ``"上个月"``) boosts the
         cards said or happening then, resolved against ``now`` (the clock by default).
         """
-        return self.index.search(
-            user_id,
-            query,
-            k=k,
-            types=types,
-            session_id=session_id,
-            topic=topic,
-            tags=tags,
-            since=since,
-            until=until,
-            during=time_range_of_query(query, now or datetime.now(UTC)),
-            min_score=min_score,
-            include_superseded=include_superseded,
-        )
+        during = time_range_of_query(query, now or datetime.now(UTC))
+        return self.index.search(user_id, query, request.model_copy(update={"during": during}))
 
     def recall(self, user_id: str, window: Sequence[tuple[StoredMessage, Message]]) -> Recall:
         """The memories of one request: pins first, then the cards best matching its input.
@@ -393,9 +378,11 @@ class LongTermMemory:
             hits = self.index.search(
                 user_id,
                 query,
-                k=self._settings.k + len(pins) + 2 * len(window),
-                during=time_range_of_query(query, stored.created_at),
-                min_score=self._settings.min_score,
+                CardQuery(
+                    k=self._settings.k + len(pins) + 2 * len(window),
+                    during=time_range_of_query(query, stored.created_at),
+                    min_score=self._settings.min_score,
+                ),
             )
             fresh = [
                 hit

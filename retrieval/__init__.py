@@ -8,7 +8,8 @@ from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalErr
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
 from retrieval.openai_embedder import OpenAIEmbedder
-from retrieval.search import KEYWORD_WEIGHT, CardDraft, CardIndex, ScoredCard
+from retrieval.prefetch import PrefetchingEmbedder
+from retrieval.search import KEYWORD_WEIGHT, CardDraft, CardIndex, CardQuery, ScoredCard
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
     MINILM_NAME,
@@ -32,11 +33,13 @@ __all__ = [
     "TURN_CONTEXT_BEFORE",
     "CardDraft",
     "CardIndex",
+    "CardQuery",
     "Embedder",
     "EmbedderMismatchError",
     "EmbeddingError",
     "HashingEmbedder",
     "OpenAIEmbedder",
+    "PrefetchingEmbedder",
     "RetrievalError",
     "ScoredCard",
     "SentenceTransformerEmbedder",

@@ -18,6 +18,7 @@ __all__ = [
     "TIME_WEIGHT",
     "CardDraft",
     "CardIndex",
+    "CardQuery",
     "ScoredCard",
 ]
 
@@ -60,6 +61,33 @@ class CardDraft(_Record):
     pinned: bool = False
     subject: str | None = None
     attribute: str | None = None
+
+
+class CardQuery(_Record):
+    """What one card search asks for besides the user and the text: passed down whole from
+    ``Memory.search`` and recall to ``CardIndex.search``, instead of a dozen keywords at each
+    layer.
+
+    Attributes:
+        k: How many cards at most.
+        where: The filters (types, session, topic, tags, time range, superseded cards, pins),
+            every one applied in SQL inside every ranking.
+        during: The half-open time window the query asks about (``"last week"``): cards said
+            or happening in it are boosted, never required: a window that holds nothing
+            relevant (a date resolved against the wrong "now") changes nothing.
+        min_score: Drop cards whose cosine similarity to the query is below this.
+        diversify: Skip a card all of whose sources are in cards ranked above it (turn cards
+            that overlap their neighbours), so ``k`` cards cover more.
+    """
+
+    k: int = 4
+    where: CardFilter = CardFilter()
+    during: tuple[datetime, datetime] | None = None
+    min_score: float | None = None
+    diversify: bool = True
+
+
+_DEFAULT_QUERY = CardQuery()
 
 
 class ScoredCard(_Record):
@@ -202,62 +230,27 @@ class CardIndex:
         return None
 
     def search(
-        self,
-        user_id: str,
-        query: str,
-        *,
-        k: int = 4,
-        types: Sequence[CardType] | None = None,
-        session_id: str | None = None,
-        topic: str | None = None,
-        tags: Sequence[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        during: tuple[datetime, datetime] | None = None,
-        min_score: float | None = None,
-        include_superseded: bool = False,
-        diversify: bool = True,
+        self, user_id: str, query: str, request: CardQuery = _DEFAULT_QUERY
     ) -> list[ScoredCard]:
-        """Return the user's ``k`` cards best matching ``query``, best first.
+        """Return the user's ``request.k`` cards best matching ``query``, best first.
 
         The vector ranking (cosine) and the keyword ranking (BM25 over ``analyze``'s terms)
-        each contribute their top candidates; with ``during``, a third ranking holds the
-        nearest cards said or happening in that window. They are fused by weighted reciprocal
-        rank. Every filter is applied in SQL, inside every ranking.
+        each contribute their top candidates; with ``request.during``, a third ranking holds
+        the nearest cards said or happening in that window. They are fused by weighted
+        reciprocal rank. Every filter is applied in SQL, inside every ranking.
 
         Args:
             user_id: The owner; no other user's card is ever returned.
             query: The (rewritten) query.
-            k: How many cards at most.
-            types: Only these card types.
-            session_id: Only cards of this session.
-            topic: Only cards with this topic.
-            tags: Only cards carrying all these tags.
-            since: Only cards whose time (occurred, else observed) is at or after this.
-            until: Only cards whose time is before this.
-            during: The half-open time window the query asks about (``"last week"``): cards
-                said or happening in it are boosted, never required: a window that holds
-                nothing relevant (a date resolved against the wrong "now") changes nothing.
-            min_score: Drop cards whose cosine similarity to the query is below this.
-            include_superseded: Also search cards a newer card replaced.
-            diversify: Skip a card all of whose sources are in cards ranked above it (turn
-                cards that overlap their neighbours), so ``k`` cards cover more.
+            request: How many cards, the filters and the time window (``CardQuery``).
 
         Returns:
             At most ``k`` scored cards; fewer only when fewer pass the filters (and
             ``min_score``) or, with ``diversify``, when the others add no new source.
         """
+        k, where, during, min_score = request.k, request.where, request.during, request.min_score
         if k <= 0:
             return []
-        where = CardFilter(
-            types=tuple(types) if types is not None else None,
-            session_id=session_id,
-            topic=topic,
-            tags=tuple(tags) if tags else None,
-            since=since,
-            until=until,
-            include_superseded=include_superseded,
-        )
         [vector] = self._embedder.embed([query])
         found = self._store.candidates(
             user_id, vector, analyze(query), limit=max(_MIN_CANDIDATES, 5 * k), where=where,
@@ -295,7 +288,7 @@ class CardIndex:
                 if card is None:  # deleted between the queries
                     continue
                 sources = _sources(card)
-                if diversify and sources and sources <= covered:
+                if request.diversify and sources and sources <= covered:
                     continue
                 covered |= sources
                 chosen.append(

@@ -49,12 +49,15 @@ def candidate_sql(
     """The statement returning one row per candidate of each ranking, and its filter params.
 
     Columns: ``ranking`` (``d`` dense, ``k`` keyword, ``t`` timed, ``s`` the similarity of a
-    keyword-only hit, ``n`` one row with the user's card count in ``score`` and how many cards
-    matched any term in ``scored``), ``id``, ``score``, ``rank``.
+    keyword-only hit, ``n`` one row with the user's card version in ``id``, card count in
+    ``score`` and how many cards matched any term in ``rank``), ``id``, ``score``, ``rank``.
 
     Bound parameters the caller adds: ``user_id``, ``query`` (pgvector text, unit length),
     ``limit``, ``exact_max`` (the dense ranking is an exact scan, run only for users with at
-    most that many cards; bigger users take the HNSW index in a second statement), and with
+    most that many cards; bigger users take the HNSW index in a second statement),
+    ``held`` (the caller holds the user's current vectors in memory, ``storage.card_vectors``:
+    the ``d`` and ``s`` rows are left out, the caller computes them at the version the ``n``
+    row gives), and with
     ``keywords``: ``terms``, ``k1``, ``b``, ``window``; with ``during``: nothing more.
 
     The vector distances are inner products of unit vectors (the same order as cosine, and
@@ -64,11 +67,11 @@ def candidate_sql(
     clause, params = filter_sql(where)
     c_clause, _ = filter_sql(where, alias="c")
     ctes = [
-        "stats AS MATERIALIZED (SELECT cards, cards::float8 AS n, "
+        "stats AS MATERIALIZED (SELECT cards, version, cards::float8 AS n, "
         "keyword_length::float8 / greatest(cards, 1) AS avgdl "
-        "FROM card_stats WHERE user_id = :user_id)"
+        "FROM card_stats WHERE user_id = :user_id)",
     ]
-    parts = ["SELECT 'n' AS ranking, NULL::bigint AS id, "
+    parts = ["SELECT 'n' AS ranking, (SELECT version FROM stats) AS id, "
              "coalesce((SELECT cards FROM stats), 0)::float8 AS score, "
              f"{'(SELECT count(*) FROM scored)' if keywords else '0'}::int AS rank"]  # fmt: skip
     if dense:
@@ -78,6 +81,7 @@ def candidate_sql(
             "SELECT id, (embedding <#> CAST(:query AS vector)) + 1 AS distance FROM cards "
             f"WHERE user_id = :user_id{clause} "
             "AND coalesce((SELECT cards FROM stats), 0) <= :exact_max "
+            "AND NOT CAST(:held AS boolean) "
             "ORDER BY 2 LIMIT :limit) AS nearest)"
         )
         parts.append("SELECT 'd', id, score, rank FROM dense")
@@ -95,15 +99,18 @@ def candidate_sql(
             # Only the best ``window`` scored cards are joined to cards for the filters; the
             # caller widens the window when the filters left fewer than ``limit``.
             "top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)",
+            # One index lookup per scored card (``OFFSET 0`` keeps the lateral subquery from
+            # being flattened into a join that reads every current card id of the user).
             "keyword AS MATERIALIZED (SELECT c.id, top.score, "
             "row_number() OVER (ORDER BY top.score DESC, c.id) AS rank "
-            "FROM top JOIN cards AS c ON c.user_id = :user_id AND c.id = top.card_id "
-            f"WHERE true{c_clause} ORDER BY top.score DESC, c.id LIMIT :limit)",
+            "FROM top CROSS JOIN LATERAL (SELECT c.id FROM cards AS c "
+            f"WHERE c.user_id = :user_id AND c.id = top.card_id{c_clause} OFFSET 0) AS c "
+            "ORDER BY top.score DESC, c.id LIMIT :limit)",
         ]
         parts += [
             "SELECT 'k', id, score, rank FROM keyword",
             "SELECT 's', c.id, -(c.embedding <#> CAST(:query AS vector)), 0 FROM cards AS c "
-            "WHERE c.user_id = :user_id AND c.id IN "
+            "WHERE NOT CAST(:held AS boolean) AND c.user_id = :user_id AND c.id IN "
             "(SELECT id FROM keyword EXCEPT SELECT id FROM dense)",
         ]
     if during is not None:

@@ -329,6 +329,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        10,
+        "card set versions",
+        (
+            # A process keeps a user's current card vectors in memory (storage.card_vectors);
+            # it knows its copy is fresh when the user's version is the one it loaded. Every
+            # write that changes a user's current cards takes a new value from one sequence,
+            # in the same transaction: values are never reused, not even after a user's
+            # statistics row was deleted (forget) and made again.
+            "CREATE SEQUENCE card_stats_version_seq",
+            "ALTER TABLE card_stats ADD COLUMN version bigint NOT NULL "
+            "DEFAULT nextval('card_stats_version_seq')",
+            # A refresh after a write lists the user's current card ids: from this index it
+            # reads a few pages, already in id order; from the vectors' index it read all
+            # 2,500 pages of a 10,000-card user (14.6 ms at load 6, as much as the scan).
+            "CREATE INDEX ix_cards_user_current_ids ON cards (user_id, id) WHERE valid_to IS NULL",
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

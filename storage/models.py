@@ -138,6 +138,12 @@ class CardRow(Base):
         Index("ix_cards_user_occurred", "user_id", "occurred_at"),
         Index("ix_cards_user_pinned", "user_id", postgresql_where=sql_text("pinned")),
         Index(
+            "ix_cards_user_current_ids",
+            "user_id",
+            "id",
+            postgresql_where=sql_text("valid_to IS NULL"),
+        ),
+        Index(
             "ix_cards_user_subject_attribute",
             "user_id",
             "subject",
@@ -195,13 +201,18 @@ class CardTermRow(Base):
 
 
 class CardStatsRow(Base):
-    """Per-user keyword statistics for BM25: how many cards, how many terms in all."""
+    """Per-user keyword statistics for BM25 (how many cards, how many terms in all), and the
+    version of the user's current cards."""
 
     __tablename__ = "card_stats"
 
     user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     cards: Mapped[int] = mapped_column(BigInteger)
     keyword_length: Mapped[int] = mapped_column(BigInteger)
+    #: Changes with every write to the user's current cards (migration 10).
+    version: Mapped[int] = mapped_column(
+        BigInteger, server_default=sql_text("nextval('card_stats_version_seq')")
+    )
 
 
 class CardEmbeddingModelRow(Base):

@@ -17,6 +17,7 @@ from retrieval import (
     SentenceTransformerEmbedder,
 )
 from retrieval import sentence_transformer as st_module
+from retrieval.sentence_transformer import DEFAULT_TORCH_THREADS
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -133,3 +134,17 @@ def test_minilm_is_loaded_once_and_embeds_meaning(minilm: SentenceTransformerEmb
 def test_a_missing_model_folder_is_an_embedding_error(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError, match="cannot load"):
         SentenceTransformerEmbedder(path=tmp_path / "nothing").embed(["x"])
+
+
+def test_loading_minilm_sets_torch_to_one_thread(minilm: SentenceTransformerEmbedder) -> None:
+    import torch
+
+    minilm.embed(["one short query"])
+
+    assert DEFAULT_TORCH_THREADS == 1
+    assert torch.get_num_threads() == 1
+
+
+def test_fewer_than_one_torch_thread_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1, not 0"):
+        SentenceTransformerEmbedder(threads=0)

@@ -12,6 +12,7 @@ def test_public_names() -> None:
     assert sorted(retrieval.__all__) == [
         "CardDraft",
         "CardIndex",
+        "CardQuery",
         "DEFAULT_RRF_K",
         "Embedder",
         "EmbedderMismatchError",
@@ -21,6 +22,7 @@ def test_public_names() -> None:
         "MINILM_DIMENSION",
         "MINILM_NAME",
         "OpenAIEmbedder",
+        "PrefetchingEmbedder",
         "RetrievalError",
         "STOP_WORDS",
         "ScoredCard",

@@ -9,10 +9,12 @@ import pytest
 from retrieval import (
     CardDraft,
     CardIndex,
+    CardQuery,
     EmbedderMismatchError,
     HashingEmbedder,
     SentenceTransformerEmbedder,
 )
+from storage import CardFilter
 
 FACTS = [
     "My daughter is called Emma.",
@@ -34,11 +36,11 @@ def test_semantic_and_keyword_queries_find_their_card(index: CardIndex, user_id:
     index.add(user_id, [fact(text) for text in FACTS])
 
     def top(query: str) -> str:
-        return index.search(user_id, query, k=1)[0].card.text
+        return index.search(user_id, query, CardQuery(k=1))[0].card.text
 
     # Meaning alone: no word of the question is in the card ("name" is in the dog's card,
     # which the keyword ranking therefore prefers), yet it is among the top two.
-    two = [s.card.text for s in index.search(user_id, "What is my child's name?", k=2)]
+    two = [s.card.text for s in index.search(user_id, "What is my child's name?", CardQuery(k=2))]
     assert "My daughter is called Emma." in two
     assert top("which database do we use") == FACTS[1]
     assert top("Oscar") == "The dog's name is Oscar."
@@ -56,7 +58,9 @@ def test_random_searches_never_return_another_users_card(
 
     for _ in range(25):
         query = " ".join(rng.sample(words, 4))
-        found = index.search(alice, query, k=10, include_superseded=True)
+        found = index.search(
+            alice, query, CardQuery(k=10, where=CardFilter(include_superseded=True))
+        )
         assert {s.card.id for s in found} <= mine
         assert len(found) == 4
 
@@ -72,7 +76,7 @@ def test_a_chinese_query_matches_a_chinese_card_by_keywords(index: CardIndex, us
         ],
     )
 
-    [best] = index.search(user_id, "我上次说的那个方案用的什么数据库", k=1)
+    [best] = index.search(user_id, "我上次说的那个方案用的什么数据库", CardQuery(k=1))
 
     assert best.card.text == "我们的方案是用向量数据库做检索"
     assert best.keyword_score > 0
@@ -82,8 +86,8 @@ def test_never_fewer_than_k_when_k_cards_exist(index: CardIndex, user_id: str) -
     index.add(user_id, [fact(text) for text in FACTS])
 
     # No keyword matches at all: the vector ranking alone must still fill k.
-    assert len(index.search(user_id, "zzzz qqqq", k=6)) == 6
-    assert len(index.search(user_id, "anything", k=20)) == len(FACTS)
+    assert len(index.search(user_id, "zzzz qqqq", CardQuery(k=6))) == 6
+    assert len(index.search(user_id, "anything", CardQuery(k=20))) == len(FACTS)
 
 
 def test_filters_reach_the_search(index: CardIndex, user_id: str) -> None:
@@ -98,7 +102,10 @@ def test_filters_reach_the_search(index: CardIndex, user_id: str) -> None:
     )
 
     def texts(**filters: object) -> list[str]:
-        return sorted(s.card.text for s in index.search(user_id, "trip", k=10, **filters))  # type: ignore[arg-type]
+        return sorted(
+            s.card.text
+            for s in index.search(user_id, "trip", CardQuery(k=10, where=CardFilter(**filters)))
+        )  # type: ignore[arg-type]
 
     assert texts(session_id="s2") == ["Trip to Rome in June."]
     assert texts(types=["task"]) == ["Book the trip to Oslo."]
@@ -112,18 +119,20 @@ def test_superseded_cards_are_excluded_unless_asked_for(index: CardIndex, user_i
     old, new = index.add(user_id, [fact("I live in Paris."), fact("I live in Berlin.")])
     index.store.supersede(user_id, old.id, new.id)
 
-    assert [s.card.id for s in index.search(user_id, "where do I live", k=5)] == [new.id]
-    both = index.search(user_id, "where do I live", k=5, include_superseded=True)
+    assert [s.card.id for s in index.search(user_id, "where do I live", CardQuery(k=5))] == [new.id]
+    both = index.search(
+        user_id, "where do I live", CardQuery(k=5, where=CardFilter(include_superseded=True))
+    )
     assert {s.card.id for s in both} == {old.id, new.id}
 
 
 def test_scores_and_min_score(index: CardIndex, user_id: str) -> None:
     index.add(user_id, [fact(text) for text in FACTS])
 
-    found = index.search(user_id, "What is my daughter's name?", k=8)
+    found = index.search(user_id, "What is my daughter's name?", CardQuery(k=8))
     assert [s.score for s in found] == sorted((s.score for s in found), reverse=True)
     assert 0 < found[-1].score <= found[0].score <= 1
-    strict = index.search(user_id, "What is my daughter's name?", k=8, min_score=0.5)
+    strict = index.search(user_id, "What is my daughter's name?", CardQuery(k=8, min_score=0.5))
     assert [s.card.text for s in strict] == ["My daughter is called Emma."]
 
 
@@ -138,8 +147,8 @@ def test_cards_whose_sources_are_covered_are_skipped(index: CardIndex, user_id: 
         ],
     )
 
-    diverse = index.search(user_id, "support group", k=3)
-    every = index.search(user_id, "support group", k=3, diversify=False)
+    diverse = index.search(user_id, "support group", CardQuery(k=3))
+    every = index.search(user_id, "support group", CardQuery(k=3, diversify=False))
 
     assert len(every) == 3
     assert [s.card.id for s in diverse] == [s.card.id for s in every[:2]]

@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import storage.cards
-from retrieval import CardDraft, CardIndex
+import storage.card_queries
+from retrieval import CardDraft, CardIndex, CardQuery
+from storage import CardFilter
 
 
 def said(text: str, when: datetime, occurred: datetime | None = None) -> CardDraft:
@@ -34,8 +35,8 @@ def test_the_window_puts_the_cards_of_that_time_first(index: CardIndex, user_id:
     index.add(user_id, PAINTINGS)
     query = "What did I paint with my kids?"
 
-    in_may = index.search(user_id, query, k=2, during=MAY_WINDOW)
-    in_august = index.search(user_id, query, k=2, during=AUGUST_WINDOW)
+    in_may = index.search(user_id, query, CardQuery(k=2, during=MAY_WINDOW))
+    in_august = index.search(user_id, query, CardQuery(k=2, during=AUGUST_WINDOW))
 
     # Both paintings match the words equally well; the window decides which comes first.
     assert texts(in_may)[0] == PAINTINGS[0].text
@@ -49,8 +50,8 @@ def test_a_window_holding_nothing_changes_nothing(index: CardIndex, user_id: str
     # "last week" asked years after the conversation: a window with no card in it.
     empty = (datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC))
 
-    plain = index.search(user_id, query, k=5)
-    boosted = index.search(user_id, query, k=5, during=empty)
+    plain = index.search(user_id, query, CardQuery(k=5))
+    boosted = index.search(user_id, query, CardQuery(k=5, during=empty))
 
     assert [(h.card.id, h.score) for h in boosted] == [(h.card.id, h.score) for h in plain]
 
@@ -59,7 +60,7 @@ def test_a_boost_never_removes_a_card(index: CardIndex, user_id: str) -> None:
     index.add(user_id, PAINTINGS)
 
     for window in (MAY_WINDOW, AUGUST_WINDOW):
-        found = index.search(user_id, "lake", k=len(PAINTINGS), during=window)
+        found = index.search(user_id, "lake", CardQuery(k=len(PAINTINGS), during=window))
         assert sorted(texts(found)) == sorted(card.text for card in PAINTINGS)
 
 
@@ -75,7 +76,7 @@ def test_when_it_happened_counts_as_much_as_when_it_was_said(
         ],
     )
 
-    [first] = index.search(user_id, "Where did we go camping?", k=1, during=MAY_WINDOW)
+    [first] = index.search(user_id, "Where did we go camping?", CardQuery(k=1, during=MAY_WINDOW))
 
     assert first.card.text == "We went camping by the river."
 
@@ -84,7 +85,9 @@ def test_the_window_respects_every_filter(index: CardIndex, user_id: str) -> Non
     index.add(user_id, [*PAINTINGS, said("I painted the fence in May.", MAY).model_copy(
         update={"type": "task"})])  # fmt: skip
 
-    found = index.search(user_id, "paint", k=10, types=["task"], during=MAY_WINDOW)
+    found = index.search(
+        user_id, "paint", CardQuery(k=10, during=MAY_WINDOW, where=CardFilter(types=("task",)))
+    )
 
     assert texts(found) == ["I painted the fence in May."]
 
@@ -95,7 +98,11 @@ def test_never_fewer_than_k_with_a_window_and_a_filter(index: CardIndex, user_id
     ]
     index.add(user_id, drafts)
 
-    found = index.search(user_id, "garden", k=12, since=MAY, during=AUGUST_WINDOW, diversify=False)
+    found = index.search(
+        user_id,
+        "garden",
+        CardQuery(k=12, during=AUGUST_WINDOW, diversify=False, where=CardFilter(since=MAY)),
+    )
 
     assert len(found) == 12
 
@@ -104,12 +111,12 @@ def test_users_above_the_exact_scan_limit_take_the_index_path_with_the_same_card
     index: CardIndex, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index.add(user_id, PAINTINGS)
-    exact = index.search(user_id, "lake", k=5, during=MAY_WINDOW)
+    exact = index.search(user_id, "lake", CardQuery(k=5, during=MAY_WINDOW))
 
     # Every user is "big" now: the vector ranking walks HNSW (falling back to the exact scan
     # when the index leaves fewer than asked, as it must for a small user in a shared table).
-    monkeypatch.setattr(storage.cards, "EXACT_SCAN_MAX_CARDS", 1)
-    indexed = index.search(user_id, "lake", k=5, during=MAY_WINDOW)
+    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 1)
+    indexed = index.search(user_id, "lake", CardQuery(k=5, during=MAY_WINDOW))
 
     assert [(h.card.id, round(h.score, 9)) for h in indexed] == [
         (h.card.id, round(h.score, 9)) for h in exact

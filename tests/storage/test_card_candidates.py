@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from card_samples import MODEL, new_card, unit_vector
 
-import storage.cards
+import storage.card_queries
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
 
 DAY = datetime(2025, 5, 8, tzinfo=UTC)
@@ -105,7 +105,7 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
     query = unit_vector("another query")
     exact = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
 
-    monkeypatch.setattr(storage.cards, "EXACT_SCAN_MAX_CARDS", 3)
+    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)
     indexed = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
 
     assert [m.card_id for m in indexed.dense] == [m.card_id for m in exact.dense]

@@ -1,0 +1,40 @@
+"""Card rows as SQL sees them and as callers get them: the columns, vectors, the record."""
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row
+
+from storage.card_records import Card
+
+__all__ = ["CARD_COLUMNS", "card_of", "qualified", "unit_vector", "vector_literal"]
+
+#: The columns a ``Card`` is read from, in every statement returning cards.
+CARD_COLUMNS = (
+    "id, user_id, type, text, topic, tags, session_id, source_message_ids, source_client_ids, "
+    "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at, "
+    "subject, attribute"
+)
+
+
+def qualified(alias: str) -> str:
+    """The card columns, each prefixed with a table alias."""
+    return ", ".join(f"{alias}.{name.strip()}" for name in CARD_COLUMNS.split(","))
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    """Render a vector as pgvector's text input."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def unit_vector(values: Sequence[float]) -> list[float]:
+    """Scale a vector to unit length (cosine similarity is then the inner product)."""
+    length = math.sqrt(math.fsum(v * v for v in values))
+    return [float(v) / length for v in values] if length else [float(v) for v in values]
+
+
+def card_of(row: Row[Any]) -> Card:
+    """Turn a row of ``CARD_COLUMNS`` into the record callers see."""
+    values = row._mapping
+    return Card(**{name: values[name] for name in Card.model_fields})
