@@ -246,7 +246,12 @@ def test_a_known_valid_run_is_not_checked_again_but_its_open_calls_still_are(
     )
     shaped: list[Message] = []
     of = units._Shape.of
-    monkeypatch.setattr(units._Shape, "of", lambda message: shaped.append(message) or of(message))
+
+    def shape_of(message: Message) -> Any:
+        shaped.append(message)
+        return of(message)
+
+    monkeypatch.setattr(units._Shape, "of", shape_of)
 
     with pytest.raises(InvalidHistoryError) as caught:
         assemble(stored, budget=10_000, counter=COUNTER, valid_through=len(stored))
