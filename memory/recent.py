@@ -18,7 +18,7 @@ from typing import Any
 
 from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
-from memory.context.units import fit_newest, turn_start, unit_spans
+from memory.context.units import fit_newest_start, turn_start, unit_spans
 from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
 
 __all__ = ["RecentMessages", "RecentWindow", "WindowCounter"]
@@ -301,22 +301,16 @@ def _fit(
     unit more (the assembler may still keep it once its tool results are cut).
 
     Units are costed with their stored token counts, by the same rule every window follows
-    (``fit_newest``).
+    (``fit_newest``, found by ``fit_newest_start`` on running totals).
     """
     roles = [record.role for record in stored]
     turn = turn_start(roles)
     # Running totals: the cost of messages [start, stop) is before[stop] - before[start].
     before = [0, *accumulate(record.tokens for record in stored)]
-
-    def cost(span: tuple[int, int]) -> int:
-        return before[span[1]] - before[span[0]]
-
     turn_tokens = before[-1] - before[turn]
     first = turn
     if turn_tokens <= budget:
-        # Units as spans: only their costs are needed here, and they are running totals.
-        kept = fit_newest(unit_spans(roles, turn), budget - turn_tokens, cost)
-        first = kept[0][0] if kept else turn
+        first = fit_newest_start(roles, before, turn, budget - turn_tokens)
         first = next(unit_spans(roles, first), (first, first))[0]
     return RecentWindow(
         tuple(stored[first:]),

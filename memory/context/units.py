@@ -6,8 +6,8 @@ with ``tool_calls`` together with all its tool results; any other single message
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import ValidationError
@@ -24,6 +24,7 @@ __all__ = [
     "find_problems_past",
     "first_system_index",
     "fit_newest",
+    "fit_newest_start",
     "make_unit",
     "split_units",
     "turn_start",
@@ -39,9 +40,11 @@ UnitKind = Literal["system", "tool_exchange", "message"]
 Fitted = TypeVar("Fitted")
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
+class Unit(NamedTuple):
     """A run of messages kept or dropped together.
+
+    A named tuple rather than a frozen dataclass: every request splits its whole window into
+    units, and a tuple is made several times faster.
 
     Attributes:
         start: index of the unit's first message in the history.
@@ -122,7 +125,7 @@ def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
 
 def units_tokens(units: Iterable[Unit], counter: TokenCounter) -> int:
     """Tokens of all the messages of some units."""
-    return sum(unit_tokens(unit, counter) for unit in units)
+    return sum(counter.count_message(message) for unit in units for message in unit.messages)
 
 
 def fit_newest(
@@ -145,6 +148,21 @@ def fit_newest(
             break
         kept.append(unit)
     return kept[::-1]
+
+
+def fit_newest_start(roles: Sequence[str], before: Sequence[int], stop: int, budget: int) -> int:
+    """Where the run that ``fit_newest`` keeps of the units ending by ``stop`` starts.
+
+    ``stop`` when no unit fits. For costs given as running totals: ``before[i]`` is the cost of
+    the messages before index ``i``, so a run from a unit start ``s`` costs ``before[stop] -
+    before[s]``. Costs are never negative, so the longest run that fits starts at the first
+    unit start whose run fits: a bisection, not a walk over every unit (the recent-message
+    cache fits its window on every request).
+    """
+    first = min(bisect_left(before, before[stop] - budget, 0, stop + 1), stop)
+    while 0 < first < stop and roles[first] == "tool":
+        first += 1  # inside a unit: the unit does not fit whole, the next one starts the run
+    return first
 
 
 def validate_history(
