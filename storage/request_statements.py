@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
@@ -138,7 +139,8 @@ def driver_autocommit(database: Database) -> Iterator[psycopg.Connection[Any]]:
 
     Each statement is its own transaction, committed (durably: ``synchronous_commit`` is left
     on) when it returns. The connection goes back to the pool afterwards, in the mode the
-    pool's other users expect; one the server closed is thrown away instead.
+    pool's other users expect; one the server closed, or one left inside a statement, is
+    thrown away instead.
 
     Raises:
         DatabaseUnavailableError: The database could not be reached.
@@ -161,7 +163,9 @@ def driver_autocommit(database: Database) -> Iterator[psycopg.Connection[Any]]:
     except psycopg.Error as error:
         raise _translated(error, database) from error
     finally:
-        if connection.closed:
+        if connection.closed or connection.info.transaction_status != TransactionStatus.IDLE:
+            # The server closed it, or a statement was interrupted (KeyboardInterrupt) midway:
+            # no other user of the pool may get it.
             pooled.invalidate()
         else:
             connection.autocommit = False

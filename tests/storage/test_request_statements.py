@@ -102,3 +102,22 @@ def test_a_connection_the_server_closed_is_not_returned_to_the_pool(
     # The next request gets a new connection, and nothing stored was lost.
     assert backend_pid(one_connection) != pid
     assert [m.payload["content"] for m in store.history(user_id, session_id)] == ["a"]
+
+
+def test_a_connection_left_inside_a_transaction_is_not_returned_to_the_pool(
+    one_connection: Database, user_id: str, session_id: str
+) -> None:
+    store = MessageStore(one_connection)
+    store.append(user_id, session_id, [user("a")])
+    pid = backend_pid(one_connection)
+
+    with driver_autocommit(one_connection) as connection:
+        connection.execute("BEGIN")
+        connection.execute(
+            "UPDATE sessions SET last_seq = 99 WHERE user_id = %s AND session_id = %s",
+            (user_id, session_id),
+        )
+
+    # Thrown away, its transaction with it: the next user of the pool starts clean.
+    assert backend_pid(one_connection) != pid
+    assert store.append(user_id, session_id, [user("b")])[0].seq == 2
