@@ -255,16 +255,23 @@ class Memory:
         memories: Sequence[RetrievedMemory],
     ) -> AssembledContext:
         """The context of one request from the loaded summary, window and recalled memories."""
+        # The window's messages were counted and rendered once, as they entered the recent
+        # cache. They were checked as they were stored, and a run of stored messages that
+        # starts a unit is a valid history on its own (only its last calls may be open).
+        known = WindowCounter(self._parts.counter, window)
+        messages = window.messages
+        starts_a_unit = bool(messages) and messages[0].role != "tool"
         return assemble(
-            list(window.messages),
+            messages,
             budget=self.budget.history,
-            # The window's messages were counted once, as they entered the recent cache.
-            counter=WindowCounter(self._parts.counter, window),
+            counter=known,
             system=system,
             summary=self._summary_context(summary),
             memories=memories,
             recent_messages=self.settings.recent_messages,
             tool_result_max_tokens=self.settings.tool_result_max_tokens,
+            valid_through=len(messages) if starts_a_unit else 0,
+            render=known.render,
         )
 
     def _store_input(

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import sys
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
-from memory.context.units import Unit, fit_newest, make_unit, turn_start, unit_spans
+from memory.context.units import fit_newest_start, turn_start, unit_spans
 from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
 
 __all__ = ["RecentMessages", "RecentWindow", "WindowCounter"]
@@ -35,6 +37,10 @@ class RecentWindow:
         counts: each message's tokens by this process's counter, counted once as it entered
             the cache (the stored counts are the storing process's, maybe for another model;
             the hard cap needs this one's). ``WindowCounter`` hands them out.
+        rendered: each message as ``Message.to_openai`` renders it, made once as it entered
+            the cache: the stored payload itself when it is exactly that (every message
+            ``record`` and ``prepare`` store), else the rendering. ``WindowCounter.render``
+            hands out copies.
     """
 
     stored: tuple[StoredMessage, ...]
@@ -43,6 +49,7 @@ class RecentWindow:
     last_seq: int
     budget: int
     counts: tuple[int, ...]
+    rendered: tuple[dict[str, Any], ...]
 
 
 class RecentMessages:
@@ -160,14 +167,16 @@ class RecentMessages:
         stored.reverse()
         messages.reverse()
         counts = [self._counter.count_message(message) for message in messages]
+        rendered = [_rendering(r.payload, m) for r, m in zip(stored, messages, strict=True)]
         if cached is not None:
-            keep = [index for index, record in enumerate(cached.stored) if record.seq > after_seq]
-            first = keep[0] if keep else len(cached.stored)
+            # Seqs ascend: the first message kept is the first after the boundary.
+            first = bisect_right(cached.stored, after_seq, key=_seq)
             stored = [*cached.stored[first:], *stored]
             messages = [*cached.messages[first:], *messages]
             counts = [*cached.counts[first:], *counts]
+            rendered = [*cached.rendered[first:], *rendered]
         last_seq = max(start, stored[-1].seq if stored else 0)
-        window = _fit(stored, messages, counts, budget, last_seq)
+        window = _fit(stored, messages, counts, rendered, budget, last_seq)
         self._remember(key, window)
         return window
 
@@ -203,7 +212,10 @@ class RecentMessages:
             self._cache.pop(key, None)
             if not window.stored:
                 return
-            sizes = {r.seq: known.get(r.seq) or _record_bytes(r) for r in window.stored}
+            sizes = {
+                r.seq: known.get(r.seq) or _record_bytes(r, rendering)
+                for r, rendering in zip(window.stored, window.rendered, strict=True)
+            }
             self._cache[key] = window
             self._sizes[key] = sizes
             self._cached_bytes += sum(sizes.values())
@@ -219,9 +231,46 @@ _BATCH = 128
 MESSAGE_OVERHEAD_BYTES = 1_000
 
 
-def _record_bytes(record: StoredMessage) -> int:
-    """The memory a cached message holds: its payload twice (record and parsed message)."""
-    return 2 * _deep_size(record.payload) + MESSAGE_OVERHEAD_BYTES
+def _record_bytes(record: StoredMessage, rendering: dict[str, Any]) -> int:
+    """The memory a cached message holds: its payload twice (record and parsed message), and
+    its rendering when that is not the payload itself."""
+    size = 2 * _deep_size(record.payload) + MESSAGE_OVERHEAD_BYTES
+    return size if rendering is record.payload else size + _deep_size(rendering)
+
+
+def _seq(record: StoredMessage) -> int:
+    return record.seq
+
+
+def _rendering(payload: dict[str, Any], message: Message) -> dict[str, Any]:
+    """How ``message`` (parsed from ``payload``) renders: ``payload`` itself when it is exactly
+    that, down to the order of keys and the types of values."""
+    rendering = message.to_openai()
+    return payload if _identical(rendering, payload) else rendering
+
+
+def _identical(one: object, other: object) -> bool:
+    """Whether two JSON-like values are equal, with the same types and the same key order."""
+    if type(one) is not type(other):
+        return False
+    if isinstance(one, dict) and isinstance(other, dict):
+        return list(one) == list(other) and all(_identical(one[k], other[k]) for k in one)
+    if isinstance(one, list) and isinstance(other, list):
+        return len(one) == len(other) and all(map(_identical, one, other))
+    return one == other
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON-like value: new dicts and lists, the same (immutable) leaves."""
+    if type(value) is dict:
+        copy = dict(value)  # most values are strings: copied at C speed, then left alone
+        for key, item in copy.items():
+            if type(item) is dict or type(item) is list:
+                copy[key] = _copied(item)
+        return copy
+    if type(value) is list:
+        return [_copied(item) for item in value]
+    return value
 
 
 def _deep_size(value: object) -> int:
@@ -244,6 +293,7 @@ def _fit(
     stored: list[StoredMessage],
     messages: list[Message],
     counts: list[int],
+    rendered: list[dict[str, Any]],
     budget: int,
     last_seq: int,
 ) -> RecentWindow:
@@ -251,22 +301,16 @@ def _fit(
     unit more (the assembler may still keep it once its tool results are cut).
 
     Units are costed with their stored token counts, by the same rule every window follows
-    (``fit_newest``).
+    (``fit_newest``, found by ``fit_newest_start`` on running totals).
     """
     roles = [record.role for record in stored]
     turn = turn_start(roles)
     # Running totals: the cost of messages [start, stop) is before[stop] - before[start].
     before = [0, *accumulate(record.tokens for record in stored)]
-
-    def cost(unit: Unit) -> int:
-        return before[unit.stop] - before[unit.start]
-
-    older = (make_unit(start, messages[start:stop]) for start, stop in unit_spans(roles, turn))
     turn_tokens = before[-1] - before[turn]
     first = turn
     if turn_tokens <= budget:
-        kept = fit_newest(older, budget - turn_tokens, cost)
-        first = kept[0].start if kept else turn
+        first = fit_newest_start(roles, before, turn, budget - turn_tokens)
         first = next(unit_spans(roles, first), (first, first))[0]
     return RecentWindow(
         tuple(stored[first:]),
@@ -275,6 +319,7 @@ def _fit(
         last_seq,
         budget,
         tuple(counts[first:]),
+        tuple(rendered[first:]),
     )
 
 
@@ -283,21 +328,37 @@ class WindowCounter:
 
     The hard cap and the report count every message of the context, some more than once per
     request; for the window's messages (most of a context) this hands out the counts the
-    window holds (``RecentWindow.counts``, by the same counter). Messages are known by
-    identity, so a message the cap made (a cut tool result) is counted anew by ``counter``.
+    window holds (``RecentWindow.counts``, by the same counter). It renders them the same way
+    (``render``: a copy of ``RecentWindow.rendered``, not a pydantic dump per message and
+    request). Messages are known by identity, so a message the cap made (a cut tool result)
+    is counted by ``counter`` and rendered by ``Message.to_openai`` anew.
 
     Args:
         counter: the counter the window's counts were made with, for every other message.
-        window: the window whose counts to hand out.
+        window: the window whose counts and renderings to hand out.
     """
 
     def __init__(self, counter: TokenCounter, window: RecentWindow) -> None:
         self._counter = counter
         # The message is kept with its count: an id is only unique while its object lives.
         self._known = {
-            id(message): (message, count)
-            for message, count in zip(window.messages, window.counts, strict=True)
+            id(message): (message, count, rendering)
+            for message, count, rendering in zip(
+                window.messages, window.counts, window.rendered, strict=True
+            )
         }
+
+    def render(self, message: Message) -> dict[str, Any]:
+        """``message.to_openai()``: for a message of the window, a copy of its rendering.
+
+        A copy, so a caller that edits the dicts it was given (as it may with a rendering)
+        never edits the cache.
+        """
+        known = self._known.get(id(message))
+        if known is not None and known[0] is message:
+            copy: dict[str, Any] = _copied(known[2])
+            return copy
+        return message.to_openai()
 
     def count_message(self, message: Message) -> int:
         """Tokens of one message, its per-message overhead included."""

@@ -26,7 +26,12 @@ from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
 from storage.models import MessageRow, SessionRow
 from storage.records import NewMessage, StoredMessage, SummaryRecord
-from storage.request_statements import INPUT_AND_WINDOW, WINDOW, run_window_statement
+from storage.request_statements import (
+    INPUT_AND_WINDOW,
+    WINDOW,
+    driver_autocommit,
+    run_window_statement,
+)
 
 __all__ = ["MessageStore", "Validator"]
 
@@ -201,7 +206,7 @@ class MessageStore:
             raise InvalidInputError("batch must be at least 1")
         row = _row(0, message)
         del row["role"]
-        with self._database.autocommit() as connection:
+        with driver_autocommit(self._database) as connection:
             stored, summary, recent = run_window_statement(
                 connection,
                 INPUT_AND_WINDOW,
@@ -263,7 +268,7 @@ class MessageStore:
         _check_session(user_id, session_id)
         if batch < 1:
             raise InvalidInputError("batch must be at least 1")
-        with self._database.reading() as connection:
+        with driver_autocommit(self._database) as connection:
             _, summary, first = run_window_statement(
                 connection, WINDOW, user_id, session_id, {"floor": floor, "batch": batch}
             )

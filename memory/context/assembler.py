@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memory.context.cap import CappedContext, apply_cap
-from memory.context.messages import Message, render_messages
+from memory.context.messages import Message
 from memory.context.parts import ContextParts, RetrievedMemory, SummaryContext, order_memories
-from memory.context.report import ContextReport, SummaryState
+from memory.context.report import ContextReport, LayerTokens, SummaryState
 from memory.context.tokens import TokenCounter
-from memory.context.units import Unit, current_turn_start, find_problems, split_units
+from memory.context.units import Unit, current_turn_start, find_problems_past, split_units
 from memory.errors import InvalidHistoryError
 
 __all__ = [
@@ -48,6 +48,8 @@ def assemble(
     memories: Sequence[RetrievedMemory] = (),
     recent_messages: int = 5,
     tool_result_max_tokens: int | None = None,
+    valid_through: int = 0,
+    render: Callable[[Message], dict[str, Any]] = Message.to_openai,
 ) -> AssembledContext:
     """Assemble the context of one request within ``budget`` tokens.
 
@@ -70,6 +72,13 @@ def assemble(
             last (whole units holding them are protected).
         tool_result_max_tokens: the most one tool result may cost when the context does not
             fit; ``budget // 4`` by default.
+        valid_through: the first ``valid_through`` messages of ``history`` are known to be a
+            valid history, but for calls of their last unit that may still wait for results
+            (a window of stored messages, checked as they were stored). Only their last unit
+            and what follows are checked (``find_problems_past``): a long stored window is not
+            checked again on every request. The problems found are the same.
+        render: renders a message of the context as its OpenAI dict (``Message.to_openai``);
+            a caller that holds the rendered dicts of its messages hands out fresh copies.
 
     Returns:
         The messages to send and their report.
@@ -82,19 +91,26 @@ def assemble(
     """
     if recent_messages < 0:
         raise ValueError(f"recent_messages must not be negative, got {recent_messages}")
-    problems = find_problems(history)
+    problems = find_problems_past(history, valid_through)
     if problems:
         raise InvalidHistoryError(problems)
     parts = context_parts(
         history, system=system, summary=summary, memories=memories, recent_messages=recent_messages
     )
+    measured = parts.measure(counter)
     capped = apply_cap(
-        parts, budget=budget, counter=counter, tool_result_max_tokens=tool_result_max_tokens
+        parts,
+        budget=budget,
+        counter=counter,
+        tool_result_max_tokens=tool_result_max_tokens,
+        tokens=measured,
     )
     # The cap keeps units whole, so a valid history gives a valid context: not re-checked here
     # (a third of the request's CPU); tests/memory/context/test_trim_properties.py proves it.
-    messages = capped.parts.messages()
-    return AssembledContext(render_messages(messages), _report(capped, budget, counter))
+    messages = [render(message) for message in capped.parts.messages()]
+    # Parts the cap left as they were are not measured again.
+    tokens = measured if capped.parts is parts else capped.parts.measure(counter)
+    return AssembledContext(messages, _report(capped, budget, tokens))
 
 
 def context_parts(
@@ -149,7 +165,7 @@ def split_recent(
     return tuple(units[:start]), tuple(units[start:])
 
 
-def _report(capped: CappedContext, budget: int, counter: TokenCounter) -> ContextReport:
+def _report(capped: CappedContext, budget: int, tokens: LayerTokens) -> ContextReport:
     summary = capped.parts.summary
     state = (
         SummaryState(summary.kind, summary.covered, summary.degraded, capped.summary_shortened)
@@ -158,7 +174,7 @@ def _report(capped: CappedContext, budget: int, counter: TokenCounter) -> Contex
     )
     return ContextReport(
         budget=budget,
-        tokens=capped.parts.measure(counter),
+        tokens=tokens,
         dropped=capped.dropped,
         cut_tool_results=capped.cuts,
         summary=state,

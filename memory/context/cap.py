@@ -23,7 +23,7 @@ from memory.context.parts import (
     shorten_summary_text,
     summary_message,
 )
-from memory.context.report import Dropped, ToolResultCut
+from memory.context.report import Dropped, LayerTokens, ToolResultCut
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from memory.context.trim import cap_tool_results, cut_turn_to_fit, tool_result_cap
 from memory.context.units import Unit, fit_newest, unit_tokens, units_tokens
@@ -67,11 +67,14 @@ def apply_cap(
     budget: int,
     counter: TokenCounter,
     tool_result_max_tokens: int | None = None,
+    tokens: LayerTokens | None = None,
 ) -> CappedContext:
     """Narrow ``parts`` to ``budget`` tokens (reply priming included) in the priority order.
 
-    When everything fits, nothing changes. Otherwise tool results above ``tool_result_max_tokens``
-    (``budget // 4`` by default) are cut first, then parts are dropped until the context fits.
+    When everything fits, nothing changes (the same ``parts`` are returned). Otherwise tool
+    results above ``tool_result_max_tokens`` (``budget // 4`` by default) are cut first, then
+    parts are dropped until the context fits. ``tokens`` is ``parts.measure(counter)`` when
+    the caller has it already.
 
     Raises:
         ValueError: ``budget`` is negative.
@@ -80,7 +83,8 @@ def apply_cap(
     """
     if budget < 0:
         raise ValueError(f"budget must not be negative, got {budget}")
-    capped = CappedContext(parts, parts.measure(counter).total)
+    measured = tokens if tokens is not None else parts.measure(counter)
+    capped = CappedContext(parts, measured.total)
     if capped.total <= budget:
         return capped
     cap = tool_result_cap(budget, tool_result_max_tokens)

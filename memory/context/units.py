@@ -6,9 +6,9 @@ with ``tool_calls`` together with all its tool results; any other single message
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
@@ -21,8 +21,10 @@ __all__ = [
     "UnitKind",
     "current_turn_start",
     "find_problems",
+    "find_problems_past",
     "first_system_index",
     "fit_newest",
+    "fit_newest_start",
     "make_unit",
     "split_units",
     "turn_start",
@@ -34,10 +36,15 @@ __all__ = [
 
 UnitKind = Literal["system", "tool_exchange", "message"]
 
+#: What ``fit_newest`` fits: units, or anything standing for one (a span of a history).
+Fitted = TypeVar("Fitted")
 
-@dataclass(frozen=True, slots=True)
-class Unit:
+
+class Unit(NamedTuple):
     """A run of messages kept or dropped together.
+
+    A named tuple rather than a frozen dataclass: every request splits its whole window into
+    units, and a tuple is made several times faster.
 
     Attributes:
         start: index of the unit's first message in the history.
@@ -118,21 +125,22 @@ def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
 
 def units_tokens(units: Iterable[Unit], counter: TokenCounter) -> int:
     """Tokens of all the messages of some units."""
-    return sum(unit_tokens(unit, counter) for unit in units)
+    return sum(counter.count_message(message) for unit in units for message in unit.messages)
 
 
 def fit_newest(
-    newest_first: Iterable[Unit], budget: int, cost: Callable[[Unit], int]
-) -> list[Unit]:
+    newest_first: Iterable[Fitted], budget: int, cost: Callable[[Fitted], int]
+) -> list[Fitted]:
     """The longest run of the newest units whose costs fit ``budget`` together, oldest first.
 
     The one rule of every window: ``trim_history``, the hard cap, the recent-message cache and
     fold planning all keep what this keeps. The run stops at the first unit that does not fit:
     an older unit is never skipped to make room for a smaller one, so what is kept is always a
     contiguous, recent part of the history. ``newest_first`` is read only that far, so a lazy
-    source is parsed and counted only as far as the budget reaches.
+    source is parsed and counted only as far as the budget reaches. A unit may be given as
+    anything ``cost`` can price (the recent-message cache gives ``unit_spans``' spans).
     """
-    kept: list[Unit] = []
+    kept: list[Fitted] = []
     spent = 0
     for unit in newest_first:
         spent += cost(unit)
@@ -140,6 +148,21 @@ def fit_newest(
             break
         kept.append(unit)
     return kept[::-1]
+
+
+def fit_newest_start(roles: Sequence[str], before: Sequence[int], stop: int, budget: int) -> int:
+    """Where the run that ``fit_newest`` keeps of the units ending by ``stop`` starts.
+
+    ``stop`` when no unit fits. For costs given as running totals: ``before[i]`` is the cost of
+    the messages before index ``i``, so a run from a unit start ``s`` costs ``before[stop] -
+    before[s]``. Costs are never negative, so the longest run that fits starts at the first
+    unit start whose run fits: a bisection, not a walk over every unit (the recent-message
+    cache fits its window on every request).
+    """
+    first = min(bisect_left(before, before[stop] - budget, 0, stop + 1), stop)
+    while 0 < first < stop and roles[first] == "tool":
+        first += 1  # inside a unit: the unit does not fit whole, the next one starts the run
+    return first
 
 
 def validate_history(
@@ -185,9 +208,45 @@ def find_problems(
                 where = ".".join(str(part) for part in first["loc"]) or "message"
                 problems.append(Problem(index, f"not a chat message ({where}: {first['msg']})"))
         parsed.append(shape)
-
     block = _ToolBlock(problems)
-    for index, message in enumerate(parsed):
+    _check_structure(block, enumerate(parsed), len(parsed), allow_pending_calls)
+    return problems
+
+
+def find_problems_past(history: Sequence[Message], valid_through: int) -> list[Problem]:
+    """``find_problems(history)`` when its first ``valid_through`` messages are known valid.
+
+    Known valid but for calls of their last unit, which may still wait for results: a run of
+    stored messages that starts a unit is such a history (each batch was checked against the
+    session as it was stored). So only that last unit and what follows are checked; before
+    it, no call is open, and of those messages only the ids of their calls are read (to name
+    the call an orphan result belongs to, as ``find_problems`` does). The problems are the
+    ones ``find_problems`` finds, at a cost that follows the unchecked part.
+    """
+    start = min(max(valid_through, 1), len(history)) - 1
+    while start > 0 and history[start].role == "tool":
+        start -= 1
+    if start <= 0:
+        return find_problems(history)
+    problems: list[Problem] = []
+    block = _ToolBlock(problems)
+    for index in range(start):
+        message = history[index]
+        if message.tool_calls and message.role == "assistant":
+            block.last_call.update((call.id, index) for call in message.tool_calls)
+    shapes = ((index, _Shape.of(history[index])) for index in range(start, len(history)))
+    _check_structure(block, shapes, len(history), allow_pending_calls=False)
+    return problems
+
+
+def _check_structure(
+    block: _ToolBlock,
+    shapes: Iterable[tuple[int, _Shape | None]],
+    end: int,
+    allow_pending_calls: bool,
+) -> None:
+    """Run the tool-call rules over the messages' shapes (by index), ``block`` collecting."""
+    for index, message in shapes:
         if message is None or message.role != "tool":
             block.close(index, in_progress=False)
         if message is None:
@@ -196,8 +255,7 @@ def find_problems(
             block.open(index, message.call_ids)
         elif message.role == "tool":
             block.answer(index, message.tool_call_id)
-    block.close(len(parsed), in_progress=allow_pending_calls)
-    return problems
+    block.close(end, in_progress=allow_pending_calls)
 
 
 class _ToolBlock:

@@ -88,7 +88,7 @@ def test_dropped_window_units_are_named_by_seq_and_client_id_not_by_position() -
     )
     messages = tuple(Message.from_openai(payload) for payload in payloads)
     counts = tuple(m.tokens for m in stored)
-    window = RecentWindow(stored, messages, sum(counts), 47, 10_000, counts)
+    window = RecentWindow(stored, messages, sum(counts), 47, 10_000, counts, tuple(payloads))
     context = assemble(messages, budget=200, counter=counter, recent_messages=1)
 
     named = _named_by_seq(context, window, (), 0).report

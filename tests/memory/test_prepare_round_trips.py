@@ -8,6 +8,7 @@ core). libpq's own trace of every connection the pool hands out says what was se
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,14 @@ class WireTrace:
     @property
     def round_trips(self) -> int:
         return sum(1 for line in self.lines if "\tReadyForQuery\t" in line)
+
+    @property
+    def statements(self) -> int:
+        """Statements the client ran: each ``Execute`` (extended protocol) or ``Query``.
+
+        Preparing a statement (``Parse``) is not running it.
+        """
+        return sum(1 for line in self.lines if re.search(r"\tF\t\d+\t(Execute|Query)\b", line))
 
 
 @contextmanager
@@ -130,3 +139,43 @@ def test_an_input_after_open_calls_takes_the_general_path_and_closes_them(
     stored = mem.history(user_id=user_id, session_id=session_id)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "user"]
     assert stored[-1].payload["content"] == "Never mind."
+
+
+def test_every_warm_prepare_runs_one_statement(
+    mem: Memory, own_database: Database, user_id: str, session_id: str, tmp_path: Path
+) -> None:
+    """Pinned: a warm request is one statement, whatever the turn (a regression fails here).
+
+    Twelve turns take each pooled connection past the point where the driver prepares the
+    statement on the server; preparing costs a round trip once per connection, never a
+    statement.
+    """
+    call = {"id": "c1", "type": "function", "function": {"name": "status", "arguments": "{}"}}
+    mem.prepare(user_id=user_id, session_id=session_id, input="Warm up.")
+    mem.record(
+        user_id=user_id, session_id=session_id, messages=[{"role": "assistant", "content": "Ok."}]
+    )
+    per_request: list[int] = []
+    for turn in range(12):
+        with wire_trace(own_database.engine, tmp_path / f"input-{turn}") as trace:
+            mem.prepare(user_id=user_id, session_id=session_id, input=f"Question {turn}?")
+        per_request.append(trace.statements)
+        mem.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "up"},
+            ],
+        )
+        with wire_trace(own_database.engine, tmp_path / f"loop-{turn}") as trace:
+            mem.prepare(user_id=user_id, session_id=session_id)
+        per_request.append(trace.statements)
+        mem.record(
+            user_id=user_id,
+            session_id=session_id,
+            messages=[{"role": "assistant", "content": f"Answer {turn}."}],
+        )
+
+    assert per_request == [1] * 24
+    assert len(mem.history(user_id=user_id, session_id=session_id)) == 2 + 12 * 4

@@ -226,3 +226,33 @@ def test_the_window_counts_with_this_process_counter_and_the_cap_asks_it_for_not
     # the cap made (cut tool results), never a message of the window itself.
     assert asked
     assert not any(any(m is known for known in window.messages) for m in asked)
+
+
+def test_the_window_renders_its_messages_as_to_openai_does_and_hands_out_copies(
+    store: CountingStore, user_id: str, session_id: str
+) -> None:
+    rng = random.Random(5)
+    for index in range(6):
+        store.append(user_id, session_id, turn(rng, index))
+    # Stored by another writer, keys in another order than rendering gives them.
+    store.append(user_id, session_id, [new({"content": "reordered", "role": "user"}, 5)])
+    window = RecentMessages(store, COUNTER).load(user_id, session_id, after_seq=0, budget=10_000)
+    known = WindowCounter(COUNTER, window)
+
+    rendered = [known.render(message) for message in window.messages]
+
+    expected = [message.to_openai() for message in window.messages]
+    assert rendered == expected
+    assert [list(r) for r in rendered] == [list(e) for e in expected]  # the same key order
+    assert list(rendered[-1]) == ["role", "content"]
+    # Stored payloads are handed out as copies: editing one edits neither the cache nor the
+    # next request's context.
+    calls = next(r for r in rendered if "tool_calls" in r)
+    calls["tool_calls"][0]["function"]["name"] = "edited"
+    rendered[0]["content"] = "edited"
+    assert [known.render(message) for message in window.messages] == expected
+    assert window.stored[0].payload["content"] != "edited"
+    assert window.messages[0].content != "edited"
+    # A message the window does not hold is rendered anew.
+    other = Message(role="user", content="not in the window")
+    assert known.render(other) == other.to_openai()

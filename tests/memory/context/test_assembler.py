@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from memory.context import units
 from memory.context.assembler import (
     AssembledContext,
     RetrievedMemory,
@@ -229,6 +230,64 @@ def test_an_invalid_history_is_refused() -> None:
     broken = parse_messages([{"role": "user", "content": "hi"}, *tool_exchange(["c1"], "x")[:1]])
     with pytest.raises(InvalidHistoryError, match="message 1: tool call"):
         assemble(broken, budget=10_000, counter=COUNTER)
+
+
+def test_a_known_valid_run_is_not_checked_again_but_its_open_calls_still_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A stored window (checked as it was stored) whose last calls still wait for results.
+    stored = parse_messages(
+        [
+            {"role": "user", "content": "hi"},
+            *tool_exchange(["c1"], "x"),
+            *[{"role": "assistant", "content": f"line {n}"} for n in range(40)],
+            *tool_exchange(["c2", "c3"], "y")[:2],
+        ]
+    )
+    shaped: list[Message] = []
+    of = units._Shape.of
+
+    def shape_of(message: Message) -> Any:
+        shaped.append(message)
+        return of(message)
+
+    monkeypatch.setattr(units._Shape, "of", shape_of)
+
+    with pytest.raises(InvalidHistoryError) as caught:
+        assemble(stored, budget=10_000, counter=COUNTER, valid_through=len(stored))
+    looked_at = list(shaped)
+
+    # Only the last unit was looked at.
+    assert looked_at == list(stored[-2:])
+    # The same problem, named by its place in the whole history, as a full check finds it.
+    assert [str(p) for p in caught.value.problems] == validate_history(stored)
+    assert str(caught.value.problems[0]).startswith("message 43: tool call(s) c3")
+
+
+def test_a_known_valid_run_gives_the_same_context() -> None:
+    messages = history(*tool_exchange(["c3"], "log line " * 400))
+
+    checked = assemble(messages, budget=300, counter=COUNTER, summary=SUMMARY)
+    trusted = assemble(
+        messages, budget=300, counter=COUNTER, summary=SUMMARY, valid_through=len(messages)
+    )
+
+    assert trusted == checked
+
+
+def test_every_message_is_rendered_by_the_renderer_given() -> None:
+    messages = history()
+    rendered: list[Message] = []
+
+    def render(message: Message) -> dict[str, Any]:
+        rendered.append(message)
+        return {**message.to_openai(), "x-rendered": True}
+
+    result = assemble(messages, budget=10_000, counter=COUNTER, summary=SUMMARY, render=render)
+
+    assert len(rendered) == len(result.messages) == len(messages) + 1  # the summary's too
+    assert all(message.pop("x-rendered") for message in result.messages)
+    assert result == assemble(messages, budget=10_000, counter=COUNTER, summary=SUMMARY)
 
 
 def test_an_oversized_mandatory_part_is_an_overflow_with_numbers() -> None:

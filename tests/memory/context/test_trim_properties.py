@@ -13,7 +13,14 @@ from memory.context.assembler import assemble
 from memory.context.messages import parse_messages
 from memory.context.tokens import REPLY_PRIMING_TOKENS, count_tokens, counter_for_model
 from memory.context.trim import cap_tool_results, trim_history
-from memory.context.units import current_turn_start, split_units, unit_tokens, validate_history
+from memory.context.units import (
+    current_turn_start,
+    find_problems,
+    find_problems_past,
+    split_units,
+    unit_tokens,
+    validate_history,
+)
 from memory.errors import ContextOverflowError, InvalidHistoryError
 
 MODEL = "gpt-4o-mini"
@@ -279,3 +286,46 @@ def test_trim_history_and_the_assembler_keep_the_same_messages(
     )
     assert assembled.messages == trimmed
     assert validate_history(assembled.messages) == []  # the assembler no longer re-checks
+
+
+@st.composite
+def stored_and_more(draw: st.DrawFn) -> tuple[list[Dict], int]:
+    """A run of stored messages and what follows it (valid or not), and the run's length.
+
+    The run is valid but for calls of its last unit, which may still wait for results (as a
+    session is between two requests). What follows is built from pieces that parse but may
+    break every rule: results for calls made, answered or never made, empty and repeated ids.
+    """
+    stored = draw(histories())
+    if draw(st.booleans()):
+        exchange = tool_exchange(draw, Ids(500))
+        stored = [*stored, *exchange[: draw(st.integers(1, len(exchange)))]]
+    made = [call["id"] for m in stored for call in m.get("tool_calls", ())]
+    ids = st.sampled_from([*made, "call_900", ""])
+    piece = st.one_of(
+        st.builds(lambda i: {"role": "tool", "tool_call_id": i, "content": "r"}, ids),
+        st.just({"role": "user", "content": "go on"}),
+        st.just({"role": "assistant", "content": "done"}),
+        st.lists(ids, min_size=1, max_size=3).map(
+            lambda call_ids: {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "f", "arguments": ""}}
+                    for i in call_ids
+                ],
+            }
+        ),
+    )
+    return [*stored, *draw(st.lists(piece, max_size=6))], len(stored)
+
+
+@PROPERTIES
+@given(stored_and_more())
+def test_checking_past_a_valid_run_finds_what_checking_everything_finds(
+    case: tuple[list[Dict], int],
+) -> None:
+    messages, valid_through = case
+    parsed = parse_messages(messages)
+
+    assert find_problems_past(parsed, valid_through) == find_problems(parsed)
+    event("problems" if find_problems(parsed) else "valid")

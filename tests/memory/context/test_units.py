@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 import pytest
@@ -10,7 +11,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from memory.context.messages import Message, parse_messages
-from memory.context.units import current_turn_start, find_problems, split_units, validate_history
+from memory.context.units import (
+    current_turn_start,
+    find_problems,
+    fit_newest,
+    fit_newest_start,
+    split_units,
+    unit_spans,
+    validate_history,
+)
 
 ROLES = ["system", "developer", "user", "assistant", "tool", "robot"]
 KEYS = [
@@ -250,3 +259,28 @@ def test_a_dict_is_a_problem_exactly_when_it_does_not_parse(data: dict[str, Any]
 )
 def test_near_misses_are_problems(data: dict[Any, Any]) -> None:
     assert "not a chat message" in one_problem([data])
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "tool", "tool", "system"]), st.integers(0, 9)
+        )
+    ),
+    st.integers(-3, 60),
+    st.data(),
+)
+def test_fit_newest_start_is_where_fit_newests_run_starts(
+    messages: list[tuple[str, int]], budget: int, data: st.DataObject
+) -> None:
+    roles = [role for role, _ in messages]
+    before = [0, *accumulate(cost for _, cost in messages)]
+    # fit_newest fits the units ending at a unit's end: a non-tool message or the end.
+    ends = [i for i in range(1, len(roles)) if roles[i] != "tool"] + [len(roles)]
+    stop = data.draw(st.sampled_from([0, *ends]))
+
+    kept = fit_newest(unit_spans(roles, stop), budget, lambda s: before[s[1]] - before[s[0]])
+
+    assert fit_newest_start(roles, before, stop, budget) == (kept[0][0] if kept else stop)
+    event("all fit" if kept and kept[0][0] == 0 else "some fit" if kept else "none fit")
