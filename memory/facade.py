@@ -4,42 +4,34 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
 
 from memory.calls import OpenCall
-from memory.context.assembler import AssembledContext, SummaryContext, assemble
-from memory.context.budget import Budget, plan_budget
-from memory.context.messages import Message
-from memory.context.parts import RetrievedMemory
-from memory.context.report import Dropped, InterruptedCall, RecallState
-from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
+from memory.context.assembler import AssembledContext
+from memory.context.budget import Budget
+from memory.context.tokens import TokenCounter
 from memory.errors import (
     CardNotFoundError,
     ConfigurationError,
-    ContextOverflowError,
-    InvalidHistoryError,
 )
+from memory.folding import Folding
 from memory.idle import IdleSessions
-from memory.intake import name_stored, parse_input
-from memory.jobs import ConsolidationJobs, WorkerRun
-from memory.llm import ChatModel, OpenAIChatModel
-from memory.longterm import LongTermMemory, Recall, default_embedder
-from memory.queued import QueuedConsolidations
-from memory.recent import RecentMessages, RecentWindow, WindowCounter
+from memory.intake import parse_input
+from memory.jobs import WorkerRun
+from memory.llm import ChatModel
+from memory.longterm import LongTermMemory
+from memory.parts import build_parts
+from memory.preparing import Preparer
 from memory.settings import Settings
-from memory.summary.consolidator import Consolidator
-from memory.summary.policy import FoldPolicy
-from memory.summary.summarizer import Summarizer, SummaryEvent
-from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler, Worker
-from memory.writer import SessionWriter
+from memory.summary.summarizer import SummaryEvent
+from memory.worker import CARDS, END_OF_SESSION, Worker
 from retrieval import CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
@@ -48,19 +40,14 @@ from storage import (
     CardType,
     Database,
     InvalidInputError,
-    Job,
-    JobQueue,
-    MessageStore,
-    NewMessage,
     StoredMessage,
     SummaryRecord,
-    SummaryStore,
     check_encodable,
     check_text,
     erase_conversations,
 )
 
-__all__ = ["Forgotten", "Memory", "OpenCall", "Parts", "build_parts"]
+__all__ = ["Forgotten", "Memory", "OpenCall"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +79,9 @@ class Memory:
             on_summary_event=on_summary_event,
             embedder=embedder,
         )
-        #: Recalls that failed (database or embedder) and went on without memories.
-        self.recall_failures = 0
         self.budget: Budget = self._parts.budget
+        self._folding = Folding(self._parts, settings)
+        self._preparer = Preparer(self._parts, settings, self._folding)
         self._stop = threading.Event()
         self._worker_threads: list[threading.Thread] = []
 
@@ -139,6 +126,11 @@ class Memory:
             raise
 
     @property
+    def recall_failures(self) -> int:
+        """Recalls that failed (database or embedder) and went on without memories."""
+        return self._preparer.recall_failures
+
+    @property
     def _background(self) -> bool:
         return self.settings.summary.mode == "background"
 
@@ -170,229 +162,9 @@ class Memory:
             RecordConflictError: the input's client id is stored with other content.
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
-        interrupted: tuple[InterruptedCall, ...] = ()
-        text = input.get("content") if isinstance(input, Mapping) else input
-        if isinstance(text, str) and self._parts.longterm is not None:
-            # Recall will most likely search the input as written: MiniLM embeds it on another
-            # thread while the input is stored and the window read.
-            self._parts.longterm.prefetch(text)
-        if input is not None:
-            interrupted, summary, window = self._store_input(user_id, session_id, input, system)
-        else:
-            summary, window = self._load_window(user_id, session_id)
-        if window.tokens > self._parts.fold_policy.trigger_tokens:
-            summary, window = self._schedule_folding(user_id, session_id, summary, window)
-        recall = self._recall(user_id, window)
-        memories = recall.memories if recall else ()
-        context = self._assemble(summary, window, system, memories)
-        archived = 0
-        if _drops_window_units(context):
-            # The window outgrew the budget before a summary arrived (a fast loop, a worker
-            # behind): what the cap would drop is archived raw first, so it is never lost.
-            archived, summary, window = self._archive_inline(user_id, session_id, summary)
-            context = self._assemble(summary, window, system, memories)
-        if _drops_window_units(context):
-            # Still dropping (a long system prompt or summary leaves the window little room):
-            # archive exactly what the cap drops.
-            through = _last_dropped_seq(context, window)
-            more, summary, window = self._archive_inline(user_id, session_id, summary, through)
-            archived += more
-            context = self._assemble(summary, window, system, memories)
-        return _named_by_seq(
-            context, window, interrupted, archived, recall.state if recall else None
+        return self._preparer.prepare(
+            user_id=user_id, session_id=session_id, input=input, system=system
         )
-
-    def _archive_inline(
-        self,
-        user_id: str,
-        session_id: str,
-        summary: SummaryRecord | None,
-        through: int | None = None,
-    ) -> tuple[int, SummaryRecord | None, RecentWindow]:
-        """Fold what left the window into the summary as a raw archive now (no model).
-
-        Folds as the fold policy plans, or, with ``through``, every message up to that seq.
-
-        With a model configured, the queued job later rewrites the archive as a model summary
-        from the same boundary (``Consolidator.upgrade``).
-
-        Returns:
-            How many messages were archived, then the summary and window to use now.
-        """
-        archiver = self._parts.archiver
-        if through is None:
-            saved = archiver.consolidate(user_id, session_id)
-        else:
-            saved = archiver.fold_through(user_id, session_id, through)
-        upgrading = saved is not None and self._parts.llm_configured and self._background
-        if upgrading:
-            if summary is None or summary.kind == "llm":
-                base = summary or _NO_SUMMARY
-                params = self._parts.consolidations.params(upgrade_from=base)
-            else:
-                # A raw summary already waits for its upgrade: the queued job keeps its base.
-                params = self._parts.consolidations.params()
-            self._parts.jobs.enqueue(
-                CONSOLIDATE,
-                user_id,
-                session_id,
-                delay_seconds=self.settings.summary.debounce_seconds,
-                params=params,
-            )
-        archived = (saved.covered if saved else 0) - (summary.covered if summary else 0)
-        if saved is not None and not upgrading:
-            # An upgrade job extracts the archived messages' cards in its summariser call, and
-            # archives whatever is left through the boundary after it: no ``cards`` job needed.
-            self._archive_folded(user_id, session_id, saved)
-        reloaded, window = self._load_window(user_id, session_id)
-        return max(archived, 0), reloaded, window
-
-    def _assemble(
-        self,
-        summary: SummaryRecord | None,
-        window: RecentWindow,
-        system: str | None,
-        memories: Sequence[RetrievedMemory],
-    ) -> AssembledContext:
-        """The context of one request from the loaded summary, window and recalled memories."""
-        # The window's messages were counted and rendered once, as they entered the recent
-        # cache. They were checked as they were stored, and a run of stored messages that
-        # starts a unit is a valid history on its own (only its last calls may be open).
-        known = WindowCounter(self._parts.counter, window)
-        messages = window.messages
-        starts_a_unit = bool(messages) and messages[0].role != "tool"
-        return assemble(
-            messages,
-            budget=self.budget.history,
-            counter=known,
-            system=system,
-            summary=self._summary_context(summary),
-            memories=memories,
-            recent_messages=self.settings.recent_messages,
-            tool_result_max_tokens=self.settings.tool_result_max_tokens,
-            valid_through=len(messages) if starts_a_unit else 0,
-            render=known.render,
-        )
-
-    def _store_input(
-        self,
-        user_id: str,
-        session_id: str,
-        input: str | Mapping[str, Any] | BaseModel,
-        system: str | None,
-    ) -> tuple[tuple[InterruptedCall, ...], SummaryRecord | None, RecentWindow]:
-        """Store the user's input and load the window: the calls it closed, summary, window.
-
-        Refused first if it is not a user message, or can never fit with the system message.
-        In the common case (an existing session with no open tool call, a new client id) the
-        input is stored and the window read in one round trip; otherwise the writer closes
-        any open calls first (or recognises a replay) and the window is loaded after.
-        """
-        payload = {"role": "user", "content": input} if isinstance(input, str) else input
-        message, client_id, metadata, timestamp = parse_input(0, payload)
-        if message.role != "user":
-            raise InvalidHistoryError(
-                [
-                    f"message 0: input must be a user message, not {message.role!r} "
-                    "(record other roles with record)"
-                ]
-            )
-        counter = self._parts.counter
-        system_tokens = (
-            counter.count_message(Message(role="system", content=system)) if system else 0
-        )
-        new = self._new_message(0, message, client_id, metadata, timestamp, reserved=system_tokens)
-        budget = self.budget.history
-        appended = self._parts.recent.append_and_load(user_id, session_id, new, budget=budget)
-        if appended is not None:
-            _, summary, window = appended
-            return (), summary, window
-        interrupted = self._parts.writer.store_input(user_id, session_id, new)
-        return interrupted, *self._load_window(user_id, session_id)
-
-    def _load_window(
-        self, user_id: str, session_id: str
-    ) -> tuple[SummaryRecord | None, RecentWindow]:
-        """The stored summary and the newest messages after its boundary that fill the budget.
-
-        Never past the summary boundary, and only a little more than the budget: the cost of a
-        request does not grow with the length of the history.
-        """
-        # The summary and the new rows come back from one connection checkout.
-        return self._parts.recent.load_with_summary(user_id, session_id, budget=self.budget.history)
-
-    def _schedule_folding(
-        self,
-        user_id: str,
-        session_id: str,
-        summary: SummaryRecord | None,
-        window: RecentWindow,
-    ) -> tuple[SummaryRecord | None, RecentWindow]:
-        """Fold now (inline mode) and reload, or queue the job a worker runs (background).
-
-        A job is queued once per summary version (``QueuedConsolidations``): the requests that
-        follow until a worker has folded find the same summary and queue nothing.
-        """
-        if self._background:
-            queued, version = self._parts.queued, summary.version if summary else 0
-            if queued.due(user_id, session_id, version):
-                self._fold(user_id, session_id)
-                queued.queued(user_id, session_id, version)
-            return summary, window
-        if self._fold(user_id, session_id) is None:
-            return summary, window
-        return self._load_window(user_id, session_id)
-
-    def _fold(self, user_id: str, session_id: str) -> SummaryRecord | None:
-        """Fold what left the window: queue the job (background) or fold and archive now.
-
-        Returns:
-            The summary a fold saved now (inline mode), else ``None``.
-        """
-        if self._background:
-            self._parts.jobs.enqueue(
-                CONSOLIDATE,
-                user_id,
-                session_id,
-                delay_seconds=self.settings.summary.debounce_seconds,
-                params=self._parts.consolidations.params(),
-            )
-            return None
-        saved = self._parts.consolidator.consolidate(user_id, session_id)
-        if saved is not None:
-            self._archive_folded(user_id, session_id, saved)
-        return saved
-
-    def _archive_folded(self, user_id: str, session_id: str, saved: SummaryRecord) -> None:
-        """Archive as cards the messages a fold just took out of the window.
-
-        Inline mode archives now; background mode queues a ``cards`` job (the consolidation
-        job archives what it folds itself).
-        """
-        longterm = self._parts.longterm
-        if longterm is None:
-            return
-        if self._background:
-            self._parts.jobs.enqueue(CARDS, user_id, session_id)
-        else:
-            longterm.archive_through(user_id, session_id, saved.boundary_seq)
-
-    def _recall(self, user_id: str, window: RecentWindow) -> Recall | None:
-        """Memories recalled for this request: pins first, then the cards best matching it.
-
-        A documented degradation point: a failure of the database or the embedder while
-        recalling is logged and counted (``recall_failures``), and the request goes on
-        without memories; recall never fails a request.
-        """
-        longterm = self._parts.longterm
-        if longterm is None:
-            return None
-        try:
-            return longterm.recall(user_id, list(zip(window.stored, window.messages, strict=True)))
-        except Exception:  # a degradation point: see the docstring
-            self.recall_failures += 1
-            logger.exception("recall failed for user %s; going on without memories", user_id)
-            return Recall((), RecallState(None, None, (), failed=True))
 
     def search(
         self,
@@ -584,31 +356,14 @@ class Memory:
             ContextOverflowError: a non-tool message alone is larger than the history budget.
         """
         batch = [
-            self._new_message(index, *parse_input(index, data))
+            self._parts.new_message(index, *parse_input(index, data))
             for index, data in enumerate(messages)
         ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
         stored = self._parts.writer.record(user_id, session_id, batch)
-        self._fold_when_due(user_id, session_id)
+        self._folding.fold_when_due(user_id, session_id)
         return stored
-
-    def _fold_when_due(self, user_id: str, session_id: str) -> None:
-        """Fold (or queue the fold) once the messages after the summary pass the trigger.
-
-        ``record`` calls it after every batch, so a session fed only by ``record`` (an agent
-        that never calls ``prepare``, an imported conversation) is summarised and archived as
-        cards all the same. The test is one statement: the sum of the stored token counts from
-        the boundary on.
-        """
-        # In background mode a fold already queued makes the sum moot (the queue debounces):
-        # it is skipped, so its cost is bounded by what one fold leaves, not by the backlog.
-        queued = CONSOLIDATE if self._background else None
-        tokens = self._parts.messages.tokens_after_summary(
-            user_id, session_id, unless_queued=queued
-        )
-        if tokens is not None and tokens > self._parts.fold_policy.trigger_tokens:
-            self._fold(user_id, session_id)
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
         """The session's tool calls still waiting for their results (reads only its tail)."""
@@ -708,108 +463,6 @@ class Memory:
     ) -> None:
         self.close()
 
-    def _new_message(
-        self,
-        index: int,
-        message: Message,
-        client_id: str | None,
-        metadata: dict[str, Any],
-        timestamp: datetime | None,
-        *,
-        reserved: int = 0,
-    ) -> NewMessage:
-        """The message to store, refused when it could never fit a request."""
-        tokens = self._parts.counter.count_message(message)
-        required = reserved + tokens + REPLY_PRIMING_TOKENS
-        if message.role != "tool" and required > self.budget.history:
-            # A tool result can be cut to fit; any other message would never fit a request.
-            detail = f"message {index}" + (" with the system message" if reserved else " alone")
-            raise ContextOverflowError(required, self.budget.history, detail)
-        return NewMessage(
-            payload=message.to_openai(),
-            role=message.role,
-            tokens=tokens,
-            client_id=client_id,
-            metadata=metadata,
-            created_at=timestamp,
-        )
-
-    def _summary_context(self, summary: SummaryRecord | None) -> SummaryContext | None:
-        if summary is None:
-            return None
-        return SummaryContext(
-            text=summary.content,
-            covered=summary.covered,
-            kind=summary.kind,
-            degraded=summary.kind == "raw" and self._parts.llm_configured,
-        )
-
-
-def _last_dropped_seq(context: AssembledContext, window: RecentWindow) -> int:
-    """The seq of the newest window message the cap dropped (0 when it dropped none)."""
-    spans = [drop.span for drop in context.report.dropped if drop.span is not None]
-    return max((window.stored[last].seq for _, last in spans), default=0)
-
-
-def _drops_window_units(context: AssembledContext) -> bool:
-    """Whether the hard cap left out messages of the window (not memories, not the summary)."""
-    return any(drop.layer in ("window", "recent") for drop in context.report.dropped)
-
-
-#: Stands for "no summary yet" as the base of an upgrade: boundary 0, no text.
-_NO_SUMMARY = SummaryRecord(
-    user_id="",
-    session_id="",
-    content="",
-    kind="llm",
-    boundary_seq=0,
-    covered=0,
-    version=0,
-    updated_at=datetime.fromtimestamp(0, UTC),
-)
-
-
-def _named_by_seq(
-    context: AssembledContext,
-    window: RecentWindow,
-    interrupted: tuple[InterruptedCall, ...],
-    archived: int,
-    recall: RecallState | None = None,
-) -> AssembledContext:
-    """The context with its report naming stored messages by seq, not by window position.
-
-    ``interrupted`` are the calls closed before this request's input, for the report.
-    """
-    stored = window.stored
-    report = context.report
-
-    def renamed(drop: Dropped) -> Dropped:
-        if drop.span is None:
-            return drop
-        first, last = stored[drop.span[0]], stored[drop.span[1]]
-        if first is last:
-            span = f"message {name_stored(first)}"
-        else:
-            span = f"messages seq {first.seq}-{last.seq}"
-        detail = _POSITIONS.sub(span, drop.detail, count=1)
-        return replace(drop, detail=detail, span=(first.seq, last.seq))
-
-    report = replace(
-        report,
-        dropped=tuple(map(renamed, report.dropped)),
-        cut_tool_results=tuple(
-            replace(cut, index=stored[cut.index].seq) for cut in report.cut_tool_results
-        ),
-        interrupted_calls=interrupted,
-        archived=archived,
-        recall=recall,
-    )
-    return AssembledContext(context.messages, report)
-
-
-#: How the pure core names a window unit: by position in the history it was given.
-_POSITIONS = re.compile(r"^messages? \d+(?:-\d+)?")
-
 
 @dataclass(frozen=True, slots=True)
 class Forgotten:
@@ -838,137 +491,3 @@ class Forgotten:
         return ", ".join(
             f"{number:,} {one if number == 1 else many}" for number, one, many in counts
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Parts:
-    """What a ``Memory`` is made of, built once from its settings by ``build_parts``."""
-
-    budget: Budget
-    counter: TokenCounter
-    messages: MessageStore
-    recent: RecentMessages
-    summaries: SummaryStore
-    writer: SessionWriter
-    jobs: JobQueue
-    fold_policy: FoldPolicy
-    consolidations: ConsolidationJobs
-    archiver: Consolidator
-    llm_configured: bool
-    longterm: LongTermMemory | None
-    queued: QueuedConsolidations
-
-    @property
-    def consolidator(self) -> Consolidator:
-        """The consolidator of this process's settings (inline mode, ``Memory.consolidate``)."""
-        return self.consolidations.consolidator
-
-    def job_handlers(self, log: WorkerRun | None = None) -> dict[str, JobHandler]:
-        """The worker's table: the handler of each job kind (``log`` collects what ran)."""
-
-        longterm = self.longterm
-
-        def consolidate(job: Job) -> None:
-            self.consolidations.run(job, log)
-            if longterm is not None:
-                # What the fold took out of the window became cards in its summariser call
-                # (``memory.shared_fold``); this archives what no such call covered (a fold
-                # without a model, messages before it), and is one query when there is none.
-                summary = self.summaries.get(job.user_id, job.session_id)
-                if summary is not None:
-                    longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
-
-        def archive(job: Job) -> None:
-            if longterm is None:
-                return  # queued by a process with long-term memory on: nothing to do here
-            if job.params.get(END_OF_SESSION):
-                longterm.archive_through(job.user_id, job.session_id, None)
-            else:
-                summary = self.summaries.get(job.user_id, job.session_id)
-                if summary is not None:
-                    longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
-
-        return {CONSOLIDATE: consolidate, CARDS: archive}
-
-
-def build_parts(
-    database: Database,
-    settings: Settings,
-    *,
-    chat: ChatModel | None = None,
-    counter: TokenCounter | None = None,
-    on_summary_event: Callable[[SummaryEvent], None] | None = None,
-    embedder: Embedder | None = None,
-) -> Parts:
-    """Build every part of a ``Memory`` from its settings: the one place they are wired.
-
-    The embedder is not loaded here (MiniLM loads on its first ``embed``): opening stays fast,
-    and a process that never recalls never pays for the model.
-    """
-    budget = plan_budget(
-        settings.model,
-        context_window=settings.context_window,
-        max_output=settings.max_output,
-        safety_margin=settings.safety_margin,
-    )
-    counter = counter or TiktokenCounter(settings.model)
-    if chat is None and settings.llm_configured:
-        chat = OpenAIChatModel(base_url=settings.llm_base_url, api_key=settings.llm_api_key)
-    summary = settings.summary
-    summary = summary.model_copy(
-        update={
-            "model": summary.model or settings.model,
-            # The summary must leave room for the window it sits beside.
-            "max_tokens": max(summary.min_tokens, min(summary.max_tokens, budget.history // 4)),
-        }
-    )
-    policy = FoldPolicy.for_history_budget(
-        budget.history,
-        trigger_ratio=summary.trigger_ratio,
-        target_ratio=summary.target_ratio,
-        min_recent_messages=settings.recent_messages,
-    )
-    messages = MessageStore(database)
-    summaries = SummaryStore(database)
-    longterm = None
-    if settings.cards.enabled:
-        longterm = LongTermMemory(
-            database,
-            messages,
-            embedder or default_embedder(settings.cards),
-            counter,
-            settings.cards,
-            pin_budget=int(budget.history * settings.cards.pin_budget_ratio),
-            # Extraction shares the summariser's model, retries and timeouts.
-            chat=chat,
-            summary=summary,
-        )
-    # Without a chat model the summariser writes raw archives: no model, milliseconds.
-    archiver = Summarizer(None, counter, summary, on_event=on_summary_event)
-    return Parts(
-        budget=budget,
-        counter=counter,
-        messages=messages,
-        recent=RecentMessages(messages, counter),
-        summaries=summaries,
-        writer=SessionWriter(messages, counter),
-        jobs=JobQueue(database),
-        fold_policy=policy,
-        consolidations=ConsolidationJobs(
-            messages,
-            summaries,
-            chat=chat,
-            counter=counter,
-            model=settings.model,
-            policy=policy,
-            summary=summary,
-            on_summary_event=on_summary_event,
-            longterm=longterm,
-        ),
-        # One step whatever the backlog: writing an archive costs no model call.
-        archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
-        llm_configured=chat is not None,
-        longterm=longterm,
-        # Asked for again after a second (or the debounce) if the summary has not moved.
-        queued=QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds)),
-    )

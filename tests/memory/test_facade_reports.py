@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory import Memory, Message, Settings, TiktokenCounter, assemble
-from memory.facade import _named_by_seq
+from memory.preparing import _named_by_seq
 from memory.recent import RecentWindow
 from storage import Database, StoredMessage
 
