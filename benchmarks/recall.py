@@ -239,9 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--torch-threads",
         type=int,
-        default=DEFAULT_TORCH_THREADS,
+        default=DEFAULT_TORCH_THREADS or 0,
         help="torch intra-op threads for the prepare row (default: the embedder's, "
-        f"{DEFAULT_TORCH_THREADS}; 0: torch's own choice)",
+        f"{DEFAULT_TORCH_THREADS or 0}; 0: torch's own choice)",
     )
     args = parser.parse_args(argv)
     database = Database.open(None, data_dir=args.data_dir)

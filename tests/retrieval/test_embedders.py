@@ -136,13 +136,16 @@ def test_a_missing_model_folder_is_an_embedding_error(tmp_path: Path) -> None:
         SentenceTransformerEmbedder(path=tmp_path / "nothing").embed(["x"])
 
 
-def test_loading_minilm_sets_torch_to_one_thread(minilm: SentenceTransformerEmbedder) -> None:
+def test_loading_minilm_leaves_torch_its_own_thread_count_by_default(
+    minilm: SentenceTransformerEmbedder,
+) -> None:
     import torch
 
+    before = torch.get_num_threads()
     minilm.embed(["one short query"])
 
-    assert DEFAULT_TORCH_THREADS == 1
-    assert torch.get_num_threads() == 1
+    assert DEFAULT_TORCH_THREADS is None
+    assert torch.get_num_threads() == before
 
 
 def test_fewer_than_one_torch_thread_is_a_clear_error() -> None:
