@@ -251,10 +251,11 @@ class CardIndex:
         k, where, during, min_score = request.k, request.where, request.during, request.min_score
         if k <= 0:
             return []
-        [vector] = self._embedder.embed([query])
+        # The vector is asked for only when the store needs it: a prefetching embedder may
+        # still be embedding the query while the store's statement runs.
         found = self._store.candidates(
-            user_id, vector, analyze(query), limit=max(_MIN_CANDIDATES, 5 * k), where=where,
-            during=during,
+            user_id, lambda: self._embedder.embed([query])[0], analyze(query),
+            limit=max(_MIN_CANDIDATES, 5 * k), where=where, during=during,
         )  # fmt: skip
         rankings = [[m.card_id for m in found.dense], [m.card_id for m in found.keyword]]
         fused = weighted_rrf(rankings, self._weights, k=self._rrf_k)

@@ -2,7 +2,8 @@
 candidates of a hybrid search in one statement (``storage.card_search``), with each user's
 current vectors held in this process where that is exact (``storage.card_vectors``)."""
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -66,7 +67,10 @@ class CardQueries:
 
         Args:
             user_id: The owner.
-            embedding: The query vector (scaled to unit length here).
+            embedding: The query vector (scaled to unit length here), or a function that
+                returns it, called only once the vector is needed: with the user's vectors
+                held and no time window the statement needs none, so it runs while the
+                caller's embedder (on another thread) finishes.
             limit: How many cards at most.
             where: Filters.
             method: ``auto``, ``exact`` or ``index``.
@@ -107,7 +111,7 @@ class CardQueries:
     def candidates(
         self,
         user_id: str,
-        embedding: Sequence[float],
+        embedding: Sequence[float] | Callable[[], Sequence[float]],
         terms: Iterable[str],
         *,
         limit: int,
@@ -127,7 +131,10 @@ class CardQueries:
 
         Args:
             user_id: The owner.
-            embedding: The query vector (scaled to unit length here).
+            embedding: The query vector (scaled to unit length here), or a function that
+                returns it, called only once the vector is needed: with the user's vectors
+                held and no time window the statement needs none, so it runs while the
+                caller's embedder (on another thread) finishes.
             terms: The query's keyword terms (repeats are ignored).
             limit: How many candidates each ranking contributes at most.
             where: Filters, applied inside every ranking.
@@ -138,7 +145,7 @@ class CardQueries:
             The rankings, best first, and the cosine similarity of every candidate.
         """
         wanted = sorted(set(terms))
-        query = unit_vector(embedding)
+        query = _unit_vector_when_needed(embedding)
         # Only the default search (current cards, no other filter) can use the in-memory
         # vectors: they are exactly the user's current cards.
         vectors = self._vectors if where == _NO_FILTER else None
@@ -147,7 +154,7 @@ class CardQueries:
         params.update(
             user_id=user_id,
             # With held vectors only the time window's ranking needs the query in SQL.
-            query=vector_literal(query) if held is None or during is not None else None,
+            query=vector_literal(query()) if held is None or during is not None else None,
             limit=limit,
             exact_max=EXACT_SCAN_MAX_CARDS,
             held=held is not None,
@@ -166,7 +173,7 @@ class CardQueries:
                     break
                 window *= 4
         if held is not None:
-            return self._with_held(user_id, query, limit, found, held)
+            return self._with_held(user_id, query(), limit, found, held)
         if vectors is not None and 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
             # Answered by the exact scan in SQL: the next search of this user need not be.
             # Users past the exact scan's size keep the HNSW index instead (a matrix of
@@ -174,7 +181,7 @@ class CardQueries:
             vectors.refresh(user_id)
         similarity = found.similarity
         if found.cards > EXACT_SCAN_MAX_CARDS:
-            dense = self.search_vector(user_id, embedding, limit=limit, where=where, method="index")
+            dense = self.search_vector(user_id, query(), limit=limit, where=where, method="index")
             similarity = {**similarity, **{m.card_id: m.score for m in dense}}
             return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
         return Candidates(found.dense, found.keyword, found.timed, similarity, found.cards)
@@ -332,3 +339,15 @@ def _candidates(rows: Sequence[Row[Any]]) -> _Found:
         [m for _, m in sorted(rankings[r], key=lambda item: item[0])] for r in ("d", "k", "t")
     )
     return _Found(dense, keyword, timed, similarity, cards, scored, version)
+
+
+def _unit_vector_when_needed(
+    embedding: Sequence[float] | Callable[[], Sequence[float]],
+) -> Callable[[], list[float]]:
+    """The query vector at unit length, computed (or waited for) on first use, once."""
+
+    @functools.cache
+    def vector() -> list[float]:
+        return unit_vector(embedding() if callable(embedding) else embedding)
+
+    return vector

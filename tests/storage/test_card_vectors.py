@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from card_samples import MODEL, new_card, unit_vector
 from child_process import Spawn
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 import storage.card_queries
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
@@ -269,3 +269,45 @@ def test_users_past_the_exact_scan_size_keep_the_index(
     assert held(store, user_id) is None
     exact = store.search_vector(user_id, QUERIES[0], limit=7, method="exact")
     assert [m.card_id for m in found.dense] == [m.card_id for m in exact]
+
+
+def test_with_held_vectors_the_statement_runs_before_the_query_vector_is_asked_for(
+    store: CardStore, database: Database, user_id: str
+) -> None:
+    store.add(user_id, [new_card(f"tea note {i}") for i in range(20)])
+    store.candidates(user_id, QUERIES[0], ["tea"], limit=5)  # loads the vectors
+    events: list[str] = []
+
+    def statement(*_: object) -> None:
+        events.append("statement")
+
+    def query_vector() -> list[float]:
+        events.append("vector")
+        return QUERIES[1]
+
+    event.listen(database.engine, "before_cursor_execute", statement)
+    try:
+        lazy = store.candidates(user_id, query_vector, ["tea"], limit=5)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", statement)
+
+    assert events == ["statement", "vector"]  # the vector asked for once, after the statement
+    eager = store.candidates(user_id, QUERIES[1], ["tea"], limit=5)
+    assert lazy == eager
+
+
+def test_without_held_vectors_the_query_vector_is_asked_for_once_before_the_statement(
+    database: Database, user_id: str
+) -> None:
+    store = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM, vector_cache_bytes=0)
+    store.add(user_id, [new_card(f"tea note {i}") for i in range(20)])
+    asked: list[int] = []
+
+    def query_vector() -> list[float]:
+        asked.append(1)
+        return QUERIES[2]
+
+    lazy = store.candidates(user_id, query_vector, ["tea"], limit=5)
+
+    assert asked == [1]
+    assert lazy == store.candidates(user_id, QUERIES[2], ["tea"], limit=5)
