@@ -57,10 +57,10 @@ def register_serve(subcommands: Subcommands) -> None:
         "--timeout", type=float, default=600.0, help="seconds to wait for the upstream (600)"
     )
     serve.add_argument(
-        "--record-after-answer",
+        "--record-before-answer",
         action="store_true",
-        help="store each reply while the answer goes out, not before (for one proxy, or "
-        "proxies that route each session to one of them)",
+        help="store each reply before answering (for proxies that share a session's requests "
+        "without routing them to one proxy; the default stores it while the answer goes out)",
     )
     serve.add_argument(
         "--worker",
@@ -83,7 +83,7 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
                 api_key=mem.settings.llm_api_key,
                 token=args.token or os.environ.get(TOKEN_VARIABLE) or None,
                 timeout=args.timeout,
-                record_after_answer=args.record_after_answer,
+                record_after_answer=not args.record_before_answer,
             )
             if args.worker:
                 mem.run_worker()

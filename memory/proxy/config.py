@@ -37,10 +37,9 @@ class ProxyConfig:
         connect_timeout: seconds to wait for a connection to the upstream.
         lookback: how many stored messages a request is compared with to find its new ones.
         record_after_answer: store the reply while the answer goes out (the client does not
-            wait for it; a later request of the session waits, on this proxy). Off by default:
-            the reply is stored before the answer ends (before ``[DONE]`` in a stream), which
-            is correct however many proxies share a session's requests; turn it on for one
-            proxy, or proxies that route each session to one of them.
+            wait for it; a later request of the session waits, on this proxy). ``False``
+            stores it before the answer (before ``[DONE]`` in a stream), for several proxies
+            that share a session's requests without routing them to one proxy.
     """
 
     upstream: str
@@ -49,4 +48,4 @@ class ProxyConfig:
     timeout: float = 600.0
     connect_timeout: float = 10.0
     lookback: int = LOOKBACK
-    record_after_answer: bool = False
+    record_after_answer: bool = True
