@@ -339,3 +339,32 @@ def test_with_record_after_answer_off_the_reply_is_stored_before_the_answer_ends
     # Read at once, without waiting for recordings: the reply is there already.
     history = memory.history(user_id=user_id, session_id=session_id)
     assert [m.payload["content"] for m in history] == ["hi", "echo: hi"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_stored_after_the_answer_is_found_by_the_next_request(
+    make_proxy: MakeProxy,
+    make_client: MakeClient,
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+    stream: bool,
+) -> None:
+    # The reply is stored while the answer goes out; the session's next request on this proxy
+    # waits for it, so the resent reply is recognised, not stored a second time.
+    client = make_client(make_proxy(), **who(user_id, session_id))
+    conversation: Any = [{"role": "user", "content": "hi"}]
+    for turn in ("hi", "again", "once more"):
+        if turn != "hi":
+            conversation.append({"role": "user", "content": turn})
+        if stream:
+            chunks = client.chat.completions.create(model="m", messages=conversation, stream=True)
+            answer = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+        else:
+            answer = client.chat.completions.create(model="m", messages=conversation)
+            answer = answer.choices[0].message.content
+        conversation.append({"role": "assistant", "content": answer})
+
+    assert [m["content"] for m in stored(memory, user_id, session_id)] == [
+        "hi", "echo: hi", "again", "echo: again", "once more", "echo: once more",
+    ]  # fmt: skip
