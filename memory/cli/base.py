@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from collections.abc import Callable
 from typing import TypeAlias
 
@@ -16,6 +18,7 @@ __all__ = [
     "CommandError",
     "Handler",
     "Subcommands",
+    "log_warnings_to_stderr",
     "whole_number",
 ]
 
@@ -49,3 +52,16 @@ def whole_number(minimum: int) -> Callable[[str], int]:
         return number
 
     return parse
+
+
+def log_warnings_to_stderr() -> None:
+    """Show warnings (outages, failed jobs, memory degraded) on stderr, unless logging is set up.
+
+    For the long-running commands (``worker``, ``serve``), whose warnings are their only report.
+    """
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)

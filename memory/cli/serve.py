@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import socket
@@ -13,7 +12,12 @@ from types import FrameType
 import uvicorn
 from rich.console import Console
 
-from memory.cli.base import EXIT_UNAVAILABLE, CommandError, Subcommands
+from memory.cli.base import (
+    EXIT_UNAVAILABLE,
+    CommandError,
+    Subcommands,
+    log_warnings_to_stderr,
+)
 from memory.facade import Memory
 from memory.proxy import USER_HEADER, ProxyConfig, create_app
 from memory.proxy.listener import open_listener
@@ -71,7 +75,7 @@ def register_serve(subcommands: Subcommands) -> None:
 
 
 def _serve(args: argparse.Namespace, out: Console) -> int:
-    _log_to_stderr()
+    log_warnings_to_stderr()
     try:
         listener = open_listener(args.host, args.port)
     except OSError as error:
@@ -125,13 +129,3 @@ def _serve_until_stopped(server: uvicorn.Server, listener: socket.socket) -> Non
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def _log_to_stderr() -> None:
-    """Show the proxy's warnings (memory degraded, upstream unreachable) on stderr."""
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.WARNING)

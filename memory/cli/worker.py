@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
-import sys
 import threading
 from types import FrameType
 
 from rich.console import Console
 
-from memory.cli.base import EXIT_UNAVAILABLE, CommandError, Subcommands
+from memory.cli.base import (
+    EXIT_UNAVAILABLE,
+    CommandError,
+    Subcommands,
+    log_warnings_to_stderr,
+)
 from memory.facade import Memory
 from memory.worker import SHUTDOWN_GRACE_SECONDS
 from storage import DatabaseUnavailableError
@@ -36,7 +39,7 @@ def register_worker(subcommands: Subcommands) -> None:
 
 
 def _run_worker(args: argparse.Namespace, out: Console) -> int:
-    _log_to_stderr()
+    log_warnings_to_stderr()
     stop = threading.Event()
     received: list[int] = []
 
@@ -83,13 +86,3 @@ def _say_stopping(out: Console, signum: int) -> None:
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _log_to_stderr() -> None:
-    """Show the worker's warnings (outages, failed jobs) on stderr, unless logging is set up."""
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.WARNING)
