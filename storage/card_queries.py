@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Row, text
+from sqlalchemy import text
 
 from storage.card_records import CardFilter, CardMatch, filter_sql
 from storage.card_rows import unit_vector, vector_literal
 from storage.card_search import Candidates, candidate_sql
 from storage.card_vectors import CardVectors, UserVectors
+from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
 
 __all__ = ["BM25_B", "BM25_K1", "EXACT_SCAN_MAX_CARDS", "CardQueries"]
@@ -163,10 +164,11 @@ class CardQueries:
             b=BM25_B,
         )
         window = 4 * limit
-        with self._database.reading() as connection:
+        statement = driver_sql(self._database, sql)
+        with driver_autocommit(self._database) as connection:
             while True:
                 params["window"] = window
-                found = _candidates(connection.execute(text(sql), params).all())
+                found = _candidates(connection.execute(statement, params).fetchall())
                 # Filters dropped so many of the best-scored cards that fewer than ``limit``
                 # are left: widen the window while more scored cards exist.
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
@@ -318,23 +320,22 @@ class _Found(Candidates):
     version: int | None = None
 
 
-def _candidates(rows: Sequence[Row[Any]]) -> _Found:
-    """Split ``candidate_sql``'s rows into rankings, each ordered by its rank."""
+def _candidates(rows: Sequence[tuple[Any, ...]]) -> _Found:
+    """Split ``candidate_sql``'s rows (ranking, id, score, rank) into rankings, each ordered
+    by its rank."""
     rankings: dict[str, list[tuple[int, CardMatch]]] = {"d": [], "k": [], "t": []}
     similarity: dict[int, float] = {}
     cards = scored = 0
     version: int | None = None
-    for row in rows:
-        if row.ranking == "n":
-            cards, scored, version = int(row.score), int(row.rank), row.id
-        elif row.ranking == "s":
-            similarity[row.id] = float(row.score)
+    for ranking, card_id, score, rank in rows:
+        if ranking == "n":
+            cards, scored, version = int(score), int(rank), card_id
+        elif ranking == "s":
+            similarity[card_id] = float(score)
         else:
-            # Built without validation: hundreds per search, of the statement's ints and floats.
-            match = CardMatch.model_construct(card_id=int(row.id), score=float(row.score))
-            rankings[row.ranking].append((row.rank, match))
-            if row.ranking != "k":
-                similarity[row.id] = float(row.score)
+            rankings[ranking].append((rank, CardMatch(card_id=int(card_id), score=float(score))))
+            if ranking != "k":
+                similarity[card_id] = float(score)
     dense, keyword, timed = (
         [m for _, m in sorted(rankings[r], key=lambda item: item[0])] for r in ("d", "k", "t")
     )

@@ -2,6 +2,7 @@
 
 import hashlib
 import unicodedata
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -78,8 +79,13 @@ class Card(_Record):
     attribute: str | None = None
 
 
-class CardMatch(_Record):
-    """One search hit: a card id and its score (cosine similarity or BM25)."""
+@dataclass(frozen=True, slots=True)
+class CardMatch:
+    """One search hit: a card id and its score (cosine similarity or BM25).
+
+    A plain dataclass, not a validated record: a search makes hundreds of them, of ids and
+    scores the database or numpy just computed (100 took 0.28 ms as pydantic models, 0.05 here).
+    """
 
     card_id: int
     score: float

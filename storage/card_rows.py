@@ -34,7 +34,10 @@ def unit_vector(values: Sequence[float]) -> list[float]:
     return [float(v) / length for v in values] if length else [float(v) for v in values]
 
 
-def card_of(row: Row[Any]) -> Card:
-    """Turn a row of ``CARD_COLUMNS`` into the record callers see."""
-    values = row._mapping
-    return Card(**{name: values[name] for name in Card.model_fields})
+_CARD_FIELDS = tuple(name.strip() for name in CARD_COLUMNS.split(","))
+
+
+def card_of(row: Row[Any] | tuple[Any, ...]) -> Card:
+    """Turn a row that starts with ``CARD_COLUMNS`` (SQLAlchemy's or the driver's) into the
+    record callers see; columns after those are not the card's."""
+    return Card(**dict(zip(_CARD_FIELDS, row, strict=False)))

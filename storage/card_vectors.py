@@ -83,11 +83,7 @@ class UserVectors:
             picked = np.arange(len(scores))
         order = picked[np.lexsort((self.ids[picked], -scores[picked]))]
         ids, best = self.ids[order].tolist(), scores[order].tolist()
-        # Built without validation: a search makes a hundred of them, of plain ints and floats.
-        return [
-            CardMatch.model_construct(card_id=i, score=score)
-            for i, score in zip(ids, best, strict=True)
-        ]
+        return [CardMatch(card_id=i, score=score) for i, score in zip(ids, best, strict=True)]
 
     def similarities(self, query: Sequence[float], card_ids: Sequence[int]) -> dict[int, float]:
         """The cosine similarity of a unit ``query`` to each given card this matrix holds."""

@@ -24,6 +24,7 @@ from storage.card_rows import CARD_COLUMNS, card_of
 from storage.card_search import Candidates
 from storage.card_vectors import DEFAULT_VECTOR_CACHE_BYTES, CardVectors
 from storage.card_writes import CardWrites
+from storage.driver import driver_autocommit
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
@@ -48,6 +49,12 @@ class EmbeddingModelMismatchError(StorageError):
 
 
 _NO_FILTER = CardFilter()
+
+# On the driver's connection (``storage.driver``): it runs once per search.
+_GET_MANY = (
+    f"SELECT {CARD_COLUMNS} FROM cards "
+    "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
+)
 
 
 class CardStore(CardWrites, CardQueries):
@@ -120,14 +127,9 @@ class CardStore(CardWrites, CardQueries):
         """Return the user's cards among ``card_ids``, in the order of ``card_ids``."""
         if not card_ids:
             return []
-        with self._database.reading() as connection:
-            rows = connection.execute(
-                text(
-                    f"SELECT {CARD_COLUMNS} FROM cards WHERE user_id = :user_id AND id = ANY(:ids)"
-                ),
-                {"user_id": user_id, "ids": list(card_ids)},
-            ).all()
-        by_id = {row.id: card_of(row) for row in rows}
+        with driver_autocommit(self._database) as connection:
+            rows = connection.execute(_GET_MANY, {"user_id": user_id, "ids": list(card_ids)})
+            by_id = {card.id: card for card in map(card_of, rows)}
         return [by_id[i] for i in card_ids if i in by_id]
 
     def list_cards(

@@ -24,27 +24,16 @@ the snapshot's means no message was stored in between: the snapshot's tail, clie
 are the session's current ones, and the input's seq follows the rows read.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from storage.engine import Database
-from storage.errors import StorageError, storage_error
 from storage.records import StoredMessage, SummaryRecord
 
-__all__ = ["INPUT_AND_WINDOW", "WINDOW", "driver_autocommit", "run_window_statement"]
+__all__ = ["INPUT_AND_WINDOW", "WINDOW", "run_window_statement"]
 
 # The statements are plain driver SQL (psycopg's ``%(name)s`` placeholders, each cast to its
-# column's type), run on the pooled psycopg connection itself: on this path SQLAlchemy's
-# execution context and result machinery cost more CPU than the rest of the statement's
-# client side together (about 0.5 of 0.8 ms), and they add nothing to one fixed statement.
-# psycopg prepares a statement on the server once a connection has run it a few times, so the
-# server plans it once per connection too.
+# column's type), run on the pooled psycopg connection itself (``storage.driver``).
 
 _MESSAGE_COLUMNS = "id, seq, role, payload, tokens, client_id, metadata, created_at"
 _USER_SESSION = "user_id = %(user_id)s::text AND session_id = %(session_id)s::text"
@@ -131,55 +120,6 @@ Parameters: those of ``WINDOW`` and the input's ``payload`` and ``metadata`` (JS
 # The positions of the columns in a row of either statement.
 _PART, _ID, _SEQ, _ROLE, _PAYLOAD, _TOKENS, _CLIENT_ID, _METADATA, _CREATED_AT = range(9)
 _CONTENT, _KIND, _BOUNDARY_SEQ, _COVERED, _VERSION = range(9, 14)
-
-
-@contextmanager
-def driver_autocommit(database: Database) -> Iterator[psycopg.Connection[Any]]:
-    """A pooled connection as psycopg's own, in autocommit mode, for one-statement requests.
-
-    Each statement is its own transaction, committed (durably: ``synchronous_commit`` is left
-    on) when it returns. The connection goes back to the pool afterwards, in the mode the
-    pool's other users expect; one the server closed, or one left inside a statement, is
-    thrown away instead.
-
-    Raises:
-        DatabaseUnavailableError: The database could not be reached.
-        InvalidInputError: The database rejected the data as invalid.
-        StorageError: Any other database error.
-    """
-    engine = database.engine
-    try:
-        pooled = engine.raw_connection()
-    except PoolTimeoutError as error:
-        raise storage_error(error) from error
-    except psycopg.Error as error:
-        raise _translated(error, database) from error
-    except DBAPIError as error:
-        raise storage_error(error) from error
-    connection = cast(psycopg.Connection[Any], pooled.driver_connection)
-    try:
-        connection.autocommit = True
-        yield connection
-    except psycopg.Error as error:
-        raise _translated(error, database) from error
-    finally:
-        if connection.closed or connection.info.transaction_status != TransactionStatus.IDLE:
-            # The server closed it, or a statement was interrupted (KeyboardInterrupt) midway:
-            # no other user of the pool may get it.
-            pooled.invalidate()
-        else:
-            connection.autocommit = False
-            pooled.close()
-
-
-def _translated(error: psycopg.Error, database: Database) -> StorageError:
-    """The storage error for a psycopg error, as ``storage_error`` translates SQLAlchemy's."""
-    wrapped = DBAPIError.instance(
-        None, None, error, psycopg.Error, hide_parameters=True, dialect=database.engine.dialect
-    )
-    if isinstance(wrapped, DBAPIError):
-        return storage_error(wrapped)
-    return StorageError(f"database error: {type(error).__name__}")  # pragma: no cover
 
 
 def run_window_statement(

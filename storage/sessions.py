@@ -21,17 +21,13 @@ from sqlalchemy import (
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 
+from storage.driver import driver_autocommit
 from storage.engine import Database
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
 from storage.models import MessageRow, SessionRow
 from storage.records import NewMessage, StoredMessage, SummaryRecord
-from storage.request_statements import (
-    INPUT_AND_WINDOW,
-    WINDOW,
-    driver_autocommit,
-    run_window_statement,
-)
+from storage.request_statements import INPUT_AND_WINDOW, WINDOW, run_window_statement
 
 __all__ = ["MessageStore", "Validator"]
 

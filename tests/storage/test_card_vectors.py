@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from card_samples import MODEL, new_card, unit_vector
 from child_process import Spawn
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 import storage.card_queries
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
@@ -272,24 +272,23 @@ def test_users_past_the_exact_scan_size_keep_the_index(
 
 
 def test_with_held_vectors_the_statement_runs_before_the_query_vector_is_asked_for(
-    store: CardStore, database: Database, user_id: str
+    store: CardStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.add(user_id, [new_card(f"tea note {i}") for i in range(20)])
     store.candidates(user_id, QUERIES[0], ["tea"], limit=5)  # loads the vectors
     events: list[str] = []
+    split_rows = storage.card_queries._candidates
 
-    def statement(*_: object) -> None:
-        events.append("statement")
+    def statement_rows(rows: list[tuple[object, ...]]) -> object:
+        events.append("statement")  # its rows arrived
+        return split_rows(rows)
 
     def query_vector() -> list[float]:
         events.append("vector")
         return QUERIES[1]
 
-    event.listen(database.engine, "before_cursor_execute", statement)
-    try:
-        lazy = store.candidates(user_id, query_vector, ["tea"], limit=5)
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
+    monkeypatch.setattr(storage.card_queries, "_candidates", statement_rows)
+    lazy = store.candidates(user_id, query_vector, ["tea"], limit=5)
 
     assert events == ["statement", "vector"]  # the vector asked for once, after the statement
     eager = store.candidates(user_id, QUERIES[1], ["tea"], limit=5)

@@ -19,7 +19,8 @@ from storage import (
     MessageStore,
     StorageError,
 )
-from storage.request_statements import WINDOW, driver_autocommit, run_window_statement
+from storage.driver import driver_autocommit
+from storage.request_statements import WINDOW, run_window_statement
 
 
 @pytest.fixture
