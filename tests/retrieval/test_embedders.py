@@ -131,6 +131,23 @@ def test_minilm_is_loaded_once_and_embeds_meaning(minilm: SentenceTransformerEmb
     assert minilm.embed([]) == []
 
 
+def test_minilm_vectors_are_what_sentence_transformers_encode_gives(
+    minilm: SentenceTransformerEmbedder,
+) -> None:
+    # Embedded in batches of 2, longest first, back in the caller's order; truncated like
+    # ``encode`` past the model's 256 tokens.
+    texts = ["", "hi", "我叫李雷。我住在上海。", "word " * 600, "What did we decide last week?"]
+    small_batches = SentenceTransformerEmbedder(batch_size=2)
+    model = st_module._models[str(small_batches._model_path())]
+    encoded = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+
+    vectors = small_batches.embed(texts)
+
+    assert len(vectors) == len(texts)
+    for vector, expected in zip(vectors, encoded.tolist(), strict=True):
+        assert vector == pytest.approx(expected, abs=1e-6)
+
+
 def test_a_missing_model_folder_is_an_embedding_error(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError, match="cannot load"):
         SentenceTransformerEmbedder(path=tmp_path / "nothing").embed(["x"])
