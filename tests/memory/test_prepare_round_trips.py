@@ -8,59 +8,14 @@ core). libpq's own trace of every connection the pool hands out says what was se
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from wire_trace import wire_trace
 
 from memory import Memory, Settings
 from storage import Database
-
-
-@dataclass
-class WireTrace:
-    """The messages libpq exchanged with the server while the trace was on."""
-
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def round_trips(self) -> int:
-        return sum(1 for line in self.lines if "\tReadyForQuery\t" in line)
-
-    @property
-    def statements(self) -> int:
-        """Statements the client ran: each ``Execute`` (extended protocol) or ``Query``.
-
-        Preparing a statement (``Parse``) is not running it.
-        """
-        return sum(1 for line in self.lines if re.search(r"\tF\t\d+\t(Execute|Query)\b", line))
-
-
-@contextmanager
-def wire_trace(engine: Engine, path: Path) -> Iterator[WireTrace]:
-    """Trace every connection ``engine``'s pool hands out until the block ends."""
-    trace = WireTrace()
-    traced: list[Any] = []
-    with path.open("w") as stream:
-
-        def start(dbapi_connection: Any, *_: Any) -> None:
-            dbapi_connection.pgconn.trace(stream.fileno())
-            traced.append(dbapi_connection)
-
-        event.listen(engine.pool, "checkout", start)
-        try:
-            yield trace
-        finally:
-            event.remove(engine.pool, "checkout", start)
-            for connection in traced:
-                if not connection.closed:
-                    connection.pgconn.untrace()  # flushes what libpq buffered
-    trace.lines = path.read_text().splitlines()
 
 
 @pytest.fixture(scope="module")
