@@ -24,13 +24,20 @@ the snapshot's means no message was stored in between: the snapshot's tail, clie
 are the session's current ones, and the input's seq follows the rows read.
 """
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 
 from storage.records import StoredMessage, SummaryRecord
 
-__all__ = ["INPUT_AND_WINDOW", "WINDOW", "run_window_statement"]
+__all__ = [
+    "APPEND",
+    "INPUT_AND_WINDOW",
+    "WINDOW",
+    "batch_parameters",
+    "run_window_statement",
+]
 
 # The statements are plain driver SQL (psycopg's ``%(name)s`` placeholders, each cast to its
 # column's type), run on the pooled psycopg connection itself (``storage.driver``).
@@ -63,7 +70,7 @@ SELECT 'summary', NULL, NULL, NULL, NULL, NULL, NULL, NULL, updated_at,
        content, kind, boundary_seq, covered, version
 FROM summary"""
 
-_STORE_INPUT = f"""
+_STORE = f"""
 snapshot AS (
     SELECT last_seq FROM sessions WHERE {_USER_SESSION}
 ),
@@ -80,24 +87,31 @@ open_calls AS (
           WHERE {_USER_SESSION} AND seq > unit_start.seq
       )
 ),
+batch AS (
+    SELECT * FROM unnest(
+        %(roles)s::text[], %(payloads)s::text[], %(tokens)s::integer[],
+        %(client_ids)s::text[], %(metadatas)s::text[], %(created_ats)s::timestamptz[]
+    ) WITH ORDINALITY AS b(role, payload, tokens, client_id, metadata, created_at, position)
+),
 bumped AS (
-    UPDATE sessions SET last_seq = sessions.last_seq + 1
+    UPDATE sessions SET last_seq = sessions.last_seq + (SELECT count(*) FROM batch)
     WHERE {_USER_SESSION}
       AND last_seq = (SELECT last_seq FROM snapshot)
       AND NOT EXISTS (SELECT FROM open_calls)
       AND NOT EXISTS (
           SELECT FROM messages
-          WHERE {_USER_SESSION} AND client_id = %(client_id)s::text
+          WHERE {_USER_SESSION} AND client_id = ANY(%(client_ids)s::text[])
       )
     RETURNING last_seq
 ),
 inserted AS (
     INSERT INTO messages
         (user_id, session_id, seq, role, payload, tokens, client_id, metadata, created_at)
-    SELECT %(user_id)s::text, %(session_id)s::text, bumped.last_seq, 'user',
-           CAST(%(payload)s::text AS json), %(tokens)s::integer, %(client_id)s::text,
-           CAST(%(metadata)s::text AS json), coalesce(%(created_at)s::timestamptz, now())
-    FROM bumped
+    SELECT %(user_id)s::text, %(session_id)s::text,
+           bumped.last_seq - (SELECT count(*) FROM batch) + batch.position, batch.role,
+           CAST(batch.payload AS json), batch.tokens, batch.client_id,
+           CAST(batch.metadata AS json), coalesce(batch.created_at, now())
+    FROM bumped CROSS JOIN batch
     RETURNING {_MESSAGE_COLUMNS}
 )"""
 
@@ -107,15 +121,36 @@ WINDOW = f"WITH {_READS}\n{_UNION}\nORDER BY seq DESC NULLS LAST"
 Parameters: ``user_id``, ``session_id``, ``floor``, ``batch``."""
 
 INPUT_AND_WINDOW = (
-    f"WITH {_STORE_INPUT},{_READS}\n"
+    f"WITH {_STORE},{_READS}\n"
     f"SELECT 'input' AS part, {_MESSAGE_COLUMNS}, {_NO_SUMMARY} FROM inserted"
     f"\nUNION ALL{_UNION}\nORDER BY seq DESC NULLS LAST"
 )
 """``WINDOW``, after storing a user input when the session allows it (the module docstring);
 the input is not among the rows read (a statement does not see its own writes).
 
-Parameters: those of ``WINDOW`` and the input's ``payload`` and ``metadata`` (JSON text),
-``tokens``, ``client_id`` and ``created_at`` (either may be None)."""
+Parameters: those of ``WINDOW`` and the input as a batch of one (``batch_parameters``)."""
+
+APPEND = f"WITH {_STORE}\nSELECT {_MESSAGE_COLUMNS} FROM inserted ORDER BY seq"
+"""Store a batch of messages when the session allows it without looking further (the module
+docstring: a batch whose first message is not a tool result is valid after a closed tail once
+it is valid on its own, which the caller checks), else nothing; the stored rows by seq.
+
+Parameters: ``user_id``, ``session_id`` and the batch (``batch_parameters``)."""
+
+
+def batch_parameters(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The messages to store, one array per column (``_STORE``'s parameters), from rows of
+    ``role``, ``payload`` and ``metadata`` (JSON text), ``tokens``, ``client_id`` and
+    ``created_at`` (either may be None)."""
+    return {
+        "roles": [row["role"] for row in rows],
+        "payloads": [row["payload"] for row in rows],
+        "tokens": [row["tokens"] for row in rows],
+        "client_ids": [row["client_id"] for row in rows],
+        "metadatas": [row["metadata"] for row in rows],
+        "created_ats": [row["created_at"] for row in rows],
+    }
+
 
 # The positions of the columns in a row of either statement.
 _PART, _ID, _SEQ, _ROLE, _PAYLOAD, _TOKENS, _CLIENT_ID, _METADATA, _CREATED_AT = range(9)

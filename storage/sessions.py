@@ -27,7 +27,12 @@ from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
 from storage.models import MessageRow, SessionRow
 from storage.records import NewMessage, StoredMessage, SummaryRecord
-from storage.request_statements import INPUT_AND_WINDOW, WINDOW, run_window_statement
+from storage.request_statements import (
+    INPUT_AND_WINDOW,
+    WINDOW,
+    batch_parameters,
+    run_window_statement,
+)
 
 __all__ = ["MessageStore", "Validator"]
 
@@ -200,15 +205,14 @@ class MessageStore:
             raise InvalidInputError(f"append_input stores a user message, not {message.role!r}")
         if batch < 1:
             raise InvalidInputError("batch must be at least 1")
-        row = _row(0, message)
-        del row["role"]
+        input_batch = batch_parameters([_row(0, message)])
         with driver_autocommit(self._database) as connection:
             stored, summary, recent = run_window_statement(
                 connection,
                 INPUT_AND_WINDOW,
                 user_id,
                 session_id,
-                {**row, "floor": floor, "batch": batch},
+                {**input_batch, "floor": floor, "batch": batch},
             )
         if stored is None:
             return None
