@@ -1,7 +1,8 @@
 """``LongTermMemory``: a user's cards: archived turns, extracted cards, pins, search and recall.
 
-The facade owns one; it turns stored messages into cards (``archive``), answers ``search``,
-keeps pins within their budget, and recalls the memories of one request (``recall``).
+The facade owns one; it turns stored messages into cards (``archive``, from
+``memory.archiving``), answers ``search``, keeps pins within their budget, and recalls the
+memories of one request (``recall``).
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from memory.archiving import MessageArchiving
 from memory.card_lifecycle import CardWriter
-from memory.cards import CardDraft as ExtractedDraft
 from memory.cards import (
     CardExtractor,
     ExtractionEvent,
     RulesFallback,
-    SourceMessage,
-    resolve_date,
     rewrite_query,
     time_range_of_query,
 )
@@ -38,9 +37,6 @@ from retrieval import (
     PrefetchingEmbedder,
     ScoredCard,
     SentenceTransformerEmbedder,
-    Utterance,
-    turn_card_text,
-    turn_window,
 )
 from storage import (
     ArchiveMarks,
@@ -52,31 +48,13 @@ from storage import (
     StoredMessage,
 )
 
-__all__ = [
-    "EXTRACTION_BATCH_MESSAGES",
-    "LongTermMemory",
-    "Recall",
-    "default_embedder",
-    "source_message",
-]
+__all__ = ["LongTermMemory", "Recall", "default_embedder"]
 
 logger = logging.getLogger(__name__)
-
-#: The most messages one extraction call reads: a long archived range (a session ended after
-#: hours, a first fold of an imported conversation) is split in chunks of this many, so a
-#: prompt stays bounded (each message is cut to ``prompt_chars_per_message`` too).
-EXTRACTION_BATCH_MESSAGES = 60
-
-#: Messages loaded either side of an archived range, so its first and last turns get their
-#: neighbours (tool messages between turns are skipped, hence more than one).
-_NEIGHBOUR_MARGIN = 4
 
 #: The longest a query rewrite may wait for the model, in seconds: it is on the request path,
 #: so one attempt, no fallback model, and the original text when it is late.
 REWRITE_TIMEOUT_S = 3.0
-
-#: Roles whose text becomes turn cards (tool results and system messages are not turns).
-_TURN_ROLES = ("user", "assistant")
 
 
 def default_embedder(settings: CardSettings) -> Embedder:
@@ -94,7 +72,7 @@ class Recall:
     state: RecallState
 
 
-class LongTermMemory:
+class LongTermMemory(MessageArchiving):
     """The cards of every user, scoped by user in every method."""
 
     def __init__(
@@ -153,116 +131,6 @@ class LongTermMemory:
         return self.index.store
 
     # --- writing ----------------------------------------------------------------------------
-
-    def archive_through(self, user_id: str, session_id: str, through: int | None) -> int:
-        """Archive the session's messages after its archive mark, through seq ``through``.
-
-        ``None`` archives every message of the session (a session that ends). The mark moves
-        only after the cards are stored; a retry after a failure in between stores the same
-        cards again, which the store merges (same content, same card), so nothing is doubled.
-
-        Returns:
-            How many messages were archived.
-        """
-        mark = self._marks.get(user_id, session_id)
-        if through is not None and through <= mark:
-            return 0
-        _, archived = self.archive(user_id, session_id, mark, through)
-        if archived:
-            self._marks.advance(user_id, session_id, max(archived))
-        return len(archived)
-
-    def archive_mark(self, user_id: str, session_id: str) -> int:
-        """The seq through which the session's messages are archived as cards (0: none)."""
-        return self._marks.get(user_id, session_id)
-
-    def store_fold(
-        self,
-        user_id: str,
-        session_id: str,
-        after_seq: int,
-        upto_seq: int,
-        extracted: Sequence[ExtractedDraft],
-    ) -> int:
-        """Archive a fold's messages ``after_seq < seq <= upto_seq`` with cards extracted already.
-
-        For a fold whose summariser call extracted its cards too (``memory.shared_fold``): the
-        turn cards and ``extracted`` are stored, then the archive mark moves to ``upto_seq``,
-        so no later archive reads these messages again (and none extracts them twice). A crash
-        before the mark moves leaves cards the retry stores again, which the store merges.
-
-        Returns:
-            How many messages were archived (0 when ``upto_seq`` is archived already).
-        """
-        if upto_seq <= after_seq:
-            return 0
-        _, archived = self.archive(user_id, session_id, after_seq, upto_seq, extracted=extracted)
-        self._marks.advance(user_id, session_id, upto_seq)
-        return len(archived)
-
-    def archive(
-        self,
-        user_id: str,
-        session_id: str,
-        after_seq: int,
-        upto_seq: int | None,
-        *,
-        extracted: Sequence[ExtractedDraft] | None = None,
-    ) -> tuple[list[Card], list[int]]:
-        """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
-
-        Cards are extracted by the chat model (by rules offline, or when every attempt failed),
-        one call per range of at most ``EXTRACTION_BATCH_MESSAGES`` messages, each batch stored
-        once extracted; ``extracted`` instead stores cards a fold's shared call extracted from
-        the range already (no call). A card on the same subject and attribute as a valid one
-        supersedes it (``CardWriter``). A process killed midway leaves some cards stored and
-        the archive mark where it was: the retry reads the same range again.
-        Idempotent: a card the user already has merges its sources, so running it twice over
-        the same messages adds nothing (the model answers the same batch the same way at
-        temperature 0; a reworded card merges as a near-duplicate).
-
-        Returns:
-            The stored cards (existing ones included), and the seqs of the messages read in the
-            range (tool and empty messages included: they are archived as nothing).
-        """
-        lower = max(0, after_seq - _NEIGHBOUR_MARGIN)
-        upper = None if upto_seq is None else upto_seq + _NEIGHBOUR_MARGIN
-        loaded = self._messages.between(user_id, session_id, lower, upper)
-        turns = [
-            (stored, message)
-            for stored in loaded
-            if stored.role in _TURN_ROLES
-            and (message := Message.from_openai(stored.payload)).text.strip()
-        ]
-
-        def archived(stored: StoredMessage) -> bool:
-            return after_seq < stored.seq and (upto_seq is None or stored.seq <= upto_seq)
-
-        drafts: list[CardDraft] = []
-        for position, (stored, message) in enumerate(turns):
-            if archived(stored):
-                window = [turns[i] for i in turn_window(len(turns), position)]
-                drafts.append(_turn_card(session_id, stored, message, window))
-        sources = [
-            source
-            for stored, message in turns
-            if archived(stored) and (source := source_message(stored, message)) is not None
-        ]
-        by_seq = {stored.seq: stored for stored, _ in turns}
-        # The turns first: what was said is findable even if extraction then takes long.
-        cards = self._writer.write(user_id, drafts)
-        if extracted is not None:
-            stored_drafts = [_stored_draft(session_id, draft, by_seq) for draft in extracted]
-            cards += self._writer.write(user_id, stored_drafts)
-            sources = []  # extracted already: no call
-        # One extraction per archived range (a fold or a session's end), never per message;
-        # each batch is stored as soon as it is extracted, in the order it was said.
-        for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
-            extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
-            batch = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
-            cards += self._writer.write(user_id, batch)
-        seqs = [stored.seq for stored in loaded if archived(stored)]
-        return cards, seqs
 
     def _extraction_event(self, event: ExtractionEvent | RulesFallback) -> None:
         """Log an extraction event and pass it on.
@@ -399,23 +267,6 @@ class LongTermMemory:
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
 
 
-def source_message(stored: StoredMessage, message: Message) -> SourceMessage | None:
-    """What extraction reads of a stored message; ``None`` for one that is not a turn.
-
-    Only the user's and the assistant's words with text are turns: tool results and calls are
-    context, never a card's source.
-    """
-    if stored.role not in _TURN_ROLES or not message.text.strip():
-        return None
-    return SourceMessage(
-        role=message.role,
-        text=message.text,
-        time=stored.created_at,
-        index=stored.seq,
-        id=str(stored.id),
-    )
-
-
 def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain:
     """The chain that rewrites queries: the summariser's model, one short attempt.
 
@@ -431,52 +282,6 @@ def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain
         }
     )
     return LLMChain.for_settings(chat, quick, temperature=0.0)
-
-
-def _turn_card(
-    session_id: str,
-    stored: StoredMessage,
-    message: Message,
-    window: Sequence[tuple[StoredMessage, Message]],
-) -> CardDraft:
-    """The turn card of one message: it and its neighbours, dated, as measured best."""
-    utterances = [Utterance(speaker=_speaker(m), text=m.text.strip()) for _, m in window]
-    resolved = resolve_date(message.text, stored.created_at)
-    return CardDraft(
-        type="turn",
-        text=turn_card_text(utterances, day=stored.created_at.date()),
-        session_id=session_id,
-        tags=[message.role],
-        source_message_ids=[s.id for s, _ in window],
-        source_client_ids=[s.client_id for s, _ in window if s.client_id is not None],
-        observed_at=stored.created_at,
-        occurred_at=resolved.occurred_at if resolved else None,
-    )
-
-
-def _stored_draft(
-    session_id: str, draft: ExtractedDraft, by_seq: dict[int, StoredMessage]
-) -> CardDraft:
-    """An extracted card as the index stores it, its sources named by stored and client ids."""
-    sources = [by_seq[seq] for seq in draft.source_indices if seq in by_seq]
-    return CardDraft(
-        type=draft.type,
-        text=draft.text,
-        topic=draft.topic,
-        tags=list(draft.tags),
-        session_id=session_id,
-        source_message_ids=[s.id for s in sources],
-        source_client_ids=[s.client_id for s in sources if s.client_id is not None],
-        observed_at=draft.observed_at,
-        occurred_at=draft.occurred_at,
-        subject=draft.subject,
-        attribute=draft.attribute,
-    )
-
-
-def _speaker(message: Message) -> str:
-    """Who said it, as a turn card shows it: the message's ``name``, else its role."""
-    return message.name or message.role.capitalize()
 
 
 def _memory(card: Card, score: float) -> RetrievedMemory:

@@ -30,13 +30,14 @@ from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any
 
+from memory.archiving import source_message
 from memory.cards import CardDraft, CardExtractor, Extraction, SourceMessage
 from memory.cards.extract import drafts_from_reply
 from memory.cards.prompts import CARD_RULES, CARD_SCHEMA
 from memory.context.messages import Message
 from memory.errors import LLMError
 from memory.llm import LLMChain, LLMChainFailed, LLMEvent
-from memory.longterm import LongTermMemory, source_message
+from memory.longterm import LongTermMemory
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent, SummaryResult
 from memory.summary.transcript import SUMMARY_RULES, render_fold_transcript, summary_material
 from storage import StoredMessage

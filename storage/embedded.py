@@ -27,51 +27,43 @@ stopped, it crashed, or the pid in a stale file now belongs to an unrelated proc
 import atexit
 import contextlib
 import hashlib
-import json
 import os
-import pwd
 import shlex
 import signal
 import stat
-import subprocess
 import tempfile
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 from filelock import FileLock
 
+from storage.embedded_clients import Clients
+from storage.embedded_programs import (
+    START_TIMEOUT_SECONDS,
+    Account,
+    initdb,
+    run_program,
+    server_account,
+)
+
 __all__ = ["acquire", "lock_path", "release", "stop"]
 
 _SOCKET_NAME = ".s.PGSQL.5432"
 # sun_path is 108 bytes on Linux (104 on macOS), including the terminating NUL.
 _MAX_SOCKET_PATH_BYTES = 103
-_SERVER_ACCOUNT = "pgserver"
-_START_TIMEOUT_SECONDS = 60
 _STOP_TIMEOUT_SECONDS = 60
 # A pid no system hands out (Linux's pid_max is at most 2**22): writing it into a stale
 # postmaster.pid makes Postgres treat the file as stale, while it still checks the old shared
 # memory segment named in that file for orphaned backends before it starts.
 _NO_SUCH_PID = 2**31 - 1
-# See ``_alive``.
-_START_TIME_SLACK_SECONDS = 2.0
 
 # This process's open handles per data folder. It is process-wide on purpose: the record next
 # to the folder counts processes, so the handles of all threads of one process share one record.
 _handles: dict[Path, int] = {}
 _exit_hooks: set[Path] = set()
 _handles_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class _Account:
-    """The account the server runs as; ``name`` is None when it is this process's own."""
-
-    uid: int
-    gid: int
-    name: str | None
 
 
 @dataclass(frozen=True)
@@ -111,15 +103,15 @@ def acquire(data_folder: Path, *, lock_timeout: float) -> Path:
     """
     data_folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with FileLock(lock_path(data_folder), timeout=lock_timeout):
-        account = _server_account()
+        account = server_account()
         if not (data_folder / "PG_VERSION").exists():
-            _initdb(data_folder, account)
+            initdb(data_folder, account)
         socket_dir = _ensure_running(data_folder, account)
         with _handles_lock:
             _handles[data_folder] = _handles.get(data_folder, 0) + 1
             first = _handles[data_folder] == 1
         if first:
-            _Clients(data_folder).add(os.getpid())
+            Clients(data_folder).add(os.getpid())
             _release_at_exit(data_folder, lock_timeout)
     return socket_dir
 
@@ -138,7 +130,7 @@ def release(data_folder: Path, *, lock_timeout: float) -> None:
                 return
             _handles[data_folder] = count - 1
             last = count == 1
-        if last and _Clients(data_folder).remove(os.getpid()) == 0:
+        if last and Clients(data_folder).remove(os.getpid()) == 0:
             _stop_running(data_folder)
 
 
@@ -172,108 +164,7 @@ def stop(data_folder: Path, *, lock_timeout: float) -> None:
         _stop_running(data_folder)
 
 
-def _server_account() -> _Account:
-    """Return the account the server runs as: ours, or ``pgserver`` (created) when we are root."""
-    if os.geteuid() != 0:
-        return _Account(os.geteuid(), os.getegid(), None)
-    try:
-        entry = pwd.getpwnam(_SERVER_ACCOUNT)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--user-group", "--no-create-home", _SERVER_ACCOUNT],
-            check=True,
-            capture_output=True,
-        )
-        entry = pwd.getpwnam(_SERVER_ACCOUNT)
-    return _Account(entry.pw_uid, entry.pw_gid, _SERVER_ACCOUNT)
-
-
-def _run(account: _Account, data_folder: Path, program: str, *args: str) -> None:
-    """Run a Postgres program on ``data_folder`` as the server's account.
-
-    As another account the program starts inside the folder and names it ``/proc/self/cwd``:
-    the kernel opens a working directory without checking the folders above it, so the
-    account needs no permission on them.
-    """
-    binaries = _binaries()
-    other = account.name is not None
-    pgdata = "/proc/self/cwd" if other else str(data_folder)
-    with tempfile.TemporaryFile() as output:
-        # A file, not a pipe: a server started by pg_ctl must not hold our pipe open.
-        try:
-            completed = subprocess.run(
-                [str(binaries / program), "-D", pgdata, *args],
-                cwd=data_folder,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                timeout=_START_TIMEOUT_SECONDS + 30,
-                user=account.uid if other else None,
-                group=account.gid if other else None,
-                extra_groups=[] if other else None,
-                check=False,
-            )
-        except PermissionError as error:
-            closed = _closed_folder(binaries, account) if other else None
-            if closed is None:
-                raise
-            raise RuntimeError(
-                f"as root the server runs as {account.name!r}, which may not enter {closed} "
-                f"to run pgserver's programs: chmod o+x {shlex.quote(str(closed))}, or "
-                "install stratamem where other accounts can read it"
-            ) from error
-        if completed.returncode != 0:
-            output.seek(0)
-            said = output.read().decode(errors="replace").strip().splitlines()
-            reason = said[-1] if said else f"exit code {completed.returncode}"
-            raise RuntimeError(f"{program} failed: {reason[:200]}")
-
-
-def _closed_folder(path: Path, account: _Account) -> Path | None:
-    """Return the first folder on the way to ``path`` that ``account`` may not enter, if any.
-
-    Only the mode bits are read (no ACLs): this explains a failure, it does not predict one.
-    """
-    for folder in [*reversed(path.parents), path]:
-        found = folder.stat()
-        if found.st_uid == account.uid:
-            allowed = found.st_mode & stat.S_IXUSR
-        elif found.st_gid == account.gid:
-            allowed = found.st_mode & stat.S_IXGRP
-        else:
-            allowed = found.st_mode & stat.S_IXOTH
-        if not allowed:
-            return folder
-    return None
-
-
-def _binaries() -> Path:
-    """The folder of pgserver's Postgres binaries."""
-    # Imported here: pgserver is only needed for the embedded database, and importing it is
-    # slow. Its platformdirs warning about XDG_RUNTIME_DIR is harmless.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-    return Path(POSTGRES_BIN_PATH)
-
-
-def _initdb(data_folder: Path, account: _Account) -> None:
-    """Create a new database cluster in ``data_folder`` (made 0700, owned by the account)."""
-    data_folder.mkdir(mode=0o700, exist_ok=True)
-    if account.name is not None:
-        os.chown(data_folder, account.uid, account.gid)
-    _run(
-        account,
-        data_folder,
-        "initdb",
-        "--auth=trust",
-        "--encoding=utf8",
-        "--username=postgres",
-    )
-
-
-def _ensure_running(data_folder: Path, account: _Account) -> Path:
+def _ensure_running(data_folder: Path, account: Account) -> Path:
     """Return the socket folder of the folder's server, starting a server when none runs."""
     postmaster = _read_postmaster(data_folder)
     if postmaster is not None and _is_our_server(data_folder, postmaster):
@@ -286,13 +177,13 @@ def _ensure_running(data_folder: Path, account: _Account) -> Path:
         _mark_stale(data_folder)
     socket_dir = _socket_dir(data_folder, account)
     options = f"-h '' -k {shlex.quote(str(socket_dir))} -c unix_socket_permissions=0700"
-    _run(
+    run_program(
         account,
         data_folder,
         "pg_ctl",
         "-w",
         "-t",
-        str(_START_TIMEOUT_SECONDS),
+        str(START_TIMEOUT_SECONDS),
         "-l",
         "log",
         "-o",
@@ -360,7 +251,7 @@ def _stop_process(pid: int) -> None:
     """Stop a postmaster (fast shutdown: sessions end, data is checkpointed) and wait."""
     try:
         process = psutil.Process(pid)
-        # A signal, not pg_ctl: pg_ctl would need a path to the data folder (see ``_run``).
+        # A signal, not pg_ctl: pg_ctl would need a path to the data folder (see ``run_program``).
         process.send_signal(signal.SIGINT)
         process.wait(timeout=_STOP_TIMEOUT_SECONDS)
     except psutil.NoSuchProcess:
@@ -369,7 +260,7 @@ def _stop_process(pid: int) -> None:
         raise RuntimeError(f"the server (pid {pid}) did not stop") from error
 
 
-def _socket_dir(data_folder: Path, account: _Account) -> Path:
+def _socket_dir(data_folder: Path, account: Account) -> Path:
     """Return a folder for the socket that only the server's account can enter.
 
     Raises:
@@ -377,8 +268,8 @@ def _socket_dir(data_folder: Path, account: _Account) -> Path:
     """
     if account.name is None and _fits_a_socket(data_folder):
         return data_folder  # initdb made it 0700
-    # Another account cannot reach the data folder by its path (see ``_run``), and a long path
-    # does not fit a socket address: a folder of the account's own in the temporary folder.
+    # Another account cannot reach the data folder by its path (see ``run_program``), and a long
+    # path does not fit a socket address: a folder of the account's own in the temporary folder.
     name = hashlib.sha256(str(data_folder).encode()).hexdigest()[:16]
     base = Path(tempfile.gettempdir())
     if not _fits_a_socket(base / f"stratamem-{account.uid}-{name}"):
@@ -403,7 +294,7 @@ def _fits_a_socket(folder: Path) -> bool:
     return len(os.fsencode(folder / _SOCKET_NAME)) <= _MAX_SOCKET_PATH_BYTES
 
 
-def _is_private(socket_dir: Path, account: _Account) -> bool:
+def _is_private(socket_dir: Path, account: Account) -> bool:
     """Whether only the server's account can reach the socket in ``socket_dir``."""
     try:
         folder, socket = socket_dir.lstat(), (socket_dir / _SOCKET_NAME).lstat()
@@ -413,49 +304,3 @@ def _is_private(socket_dir: Path, account: _Account) -> bool:
     socket_closed = stat.S_ISSOCK(socket.st_mode) and not socket.st_mode & 0o077
     owned = folder.st_uid == account.uid == socket.st_uid
     return folder_closed and socket_closed and owned
-
-
-class _Clients:
-    """The processes using the server of a data folder, recorded in a file next to it.
-
-    Each record is a pid and the process's start time, so a pid reused by another process
-    does not count. Callers hold the folder's lock.
-    """
-
-    def __init__(self, data_folder: Path) -> None:
-        self._path = data_folder.with_name(data_folder.name + ".clients.json")
-
-    def add(self, pid: int) -> None:
-        """Record a process (pruning the records of dead ones)."""
-        records = [r for r in self._live() if r[0] != pid]
-        self._write([*records, (pid, psutil.Process(pid).create_time())])
-
-    def remove(self, pid: int) -> int:
-        """Drop a process's record (pruning dead ones); return how many processes remain."""
-        records = [r for r in self._live() if r[0] != pid]
-        self._write(records)
-        return len(records)
-
-    def _live(self) -> list[tuple[int, float]]:
-        try:
-            records = json.loads(self._path.read_text())
-        except (FileNotFoundError, ValueError):
-            return []
-        return [(int(pid), float(created)) for pid, created in records if _alive(pid, created)]
-
-    def _write(self, records: list[tuple[int, float]]) -> None:
-        # Written aside and renamed: a process killed mid-write never leaves half a file.
-        partial = self._path.with_name(self._path.name + ".partial")
-        partial.write_text(json.dumps(records))
-        partial.replace(self._path)
-
-
-def _alive(pid: int, created: float) -> bool:
-    """Whether the process recorded as (pid, start time) still runs."""
-    try:
-        now_created = float(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-    # Start times are derived from the boot time, which moves when the clock is set: allow a
-    # little. A pid reused within seconds of the recorded start is what this lets through.
-    return abs(now_created - created) <= _START_TIME_SLACK_SECONDS

@@ -1,31 +1,20 @@
 """``MessageStore``: append-only messages of users' sessions, in per-session order."""
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
-from sqlalchemy import (
-    JSON,
-    Connection,
-    DateTime,
-    Row,
-    Table,
-    Text,
-    any_,
-    bindparam,
-    cast,
-    func,
-    select,
-    text,
-)
-from sqlalchemy import update as sql_update
-from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from storage.driver import driver_autocommit
 from storage.engine import Database
 from storage.errors import InvalidInputError
-from storage.inputs import check_id, check_text, encode_json
-from storage.models import MessageRow, SessionRow
+from storage.inputs import check_id
+from storage.message_appends import (
+    by_client_id,
+    check_unique,
+    insert_messages,
+    lock_session,
+    message_row,
+    open_tail,
+)
+from storage.message_reads import TOKENS_AFTER_SUMMARY, last_seq_of, messages_after
 from storage.records import NewMessage, StoredMessage, SummaryRecord
 from storage.request_statements import (
     INPUT_AND_WINDOW,
@@ -36,53 +25,8 @@ from storage.request_statements import (
 
 __all__ = ["MessageStore", "Validator"]
 
-#: The messages table, for Core statements on the hot paths.
-MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]  # declared with a Table
-
 #: Called as ``validate(open_tail, new_messages)`` before a batch is stored; raising rejects it.
 Validator = Callable[[list[StoredMessage], list[NewMessage]], None]
-
-# One statement for any number of rows: SQLAlchemy's "insertmanyvalues" sends it in pages of
-# multi-row VALUES (well below Postgres's 65,535 parameters per statement), all inside the
-# caller's transaction, and returns the rows in parameter order. The documents arrive as JSON
-# text made by ``encode_json`` and are cast on the server, so they are serialised exactly once.
-_INSERT = (
-    insert(MESSAGES)
-    .values(
-        user_id=bindparam("user_id"),
-        session_id=bindparam("session_id"),
-        seq=bindparam("seq"),
-        role=bindparam("role"),
-        payload=cast(bindparam("payload", type_=Text), JSON),
-        tokens=bindparam("tokens"),
-        client_id=bindparam("client_id"),
-        metadata=cast(bindparam("metadata", type_=Text), JSON),
-        created_at=func.coalesce(
-            bindparam("created_at", type_=DateTime(timezone=True)), func.now()
-        ),
-    )
-    .returning(*MESSAGES.c, sort_by_parameter_order=True)
-)
-
-
-# The boundary comes from the summary row (0 without one), in the same statement. When a job of
-# the given kind is already pending for the session (a fold queued, the worker behind) the sum is
-# not computed: the answer would not change what the caller does, and that is exactly when the
-# tail after the boundary grows long. So the scan is never longer than what one fold leaves.
-_TOKENS_AFTER_SUMMARY = text(
-    "SELECT CASE WHEN EXISTS ("
-    "  SELECT 1 FROM jobs AS j "
-    "  WHERE j.user_id = :user_id AND j.session_id = :session_id "
-    "  AND j.kind = :queued_kind AND j.status = 'pending'"
-    ") THEN NULL ELSE ("
-    "  SELECT coalesce(sum(m.tokens), 0) FROM messages AS m "
-    "  WHERE m.user_id = :user_id AND m.session_id = :session_id "
-    "  AND m.seq > coalesce(("
-    "    SELECT b.boundary_seq FROM session_summaries AS b "
-    "    WHERE b.user_id = :user_id AND b.session_id = :session_id"
-    "  ), 0)"
-    ") END"
-)
 
 
 class MessageStore:
@@ -139,15 +83,15 @@ class MessageStore:
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        rows = [_row(index, message) for index, message in enumerate(messages)]
+        rows = [message_row(index, message) for index, message in enumerate(messages)]
         client_ids = [m.client_id for m in messages if m.client_id is not None]
-        _check_unique(client_ids)
+        check_unique(client_ids)
         with self._database.transaction() as session:
             # Core statements on the session's connection: this is the hot path of every
             # request, and the ORM's unit of work would only add overhead here.
             connection = session.connection()
-            last_seq = _lock_session(connection, user_id, session_id)
-            existing = _by_client_id(connection, user_id, session_id, client_ids)
+            last_seq = lock_session(connection, user_id, session_id)
+            existing = by_client_id(connection, user_id, session_id, client_ids)
             fresh = [
                 (message, row)
                 for message, row in zip(messages, rows, strict=True)
@@ -156,9 +100,11 @@ class MessageStore:
             stored: list[StoredMessage] = []
             if fresh:
                 if validate is not None:
-                    tail = _open_tail(connection, user_id, session_id)
+                    tail = open_tail(connection, user_id, session_id)
                     validate(tail, [message for message, _ in fresh])
-                stored = _insert(connection, user_id, session_id, last_seq, [r for _, r in fresh])
+                stored = insert_messages(
+                    connection, user_id, session_id, last_seq, [r for _, r in fresh]
+                )
             inserted = iter(stored)
             return [
                 existing[m.client_id]
@@ -205,7 +151,7 @@ class MessageStore:
             raise InvalidInputError(f"append_input stores a user message, not {message.role!r}")
         if batch < 1:
             raise InvalidInputError("batch must be at least 1")
-        input_batch = batch_parameters([_row(0, message)])
+        input_batch = batch_parameters([message_row(0, message)])
         with driver_autocommit(self._database) as connection:
             stored, summary, recent = run_window_statement(
                 connection,
@@ -248,7 +194,7 @@ class MessageStore:
         with self._database.reading() as connection:
             # One statement for the newest batch (no separate read of the last seq): a request
             # that needs only the newest messages makes a single round trip.
-            first = _messages(
+            first = messages_after(
                 connection, user_id, session_id, after_seq, limit=batch, newest_first=True
             )
         upto = first[-1].seq - 1 if len(first) == batch else after_seq
@@ -289,7 +235,7 @@ class MessageStore:
         yield from first
         while upto > after_seq:
             with self._database.reading() as connection:
-                records = _messages(
+                records = messages_after(
                     connection,
                     user_id,
                     session_id,
@@ -327,9 +273,9 @@ class MessageStore:
         """
         _check_session(user_id, session_id)
         with self._database.reading() as connection:
-            last = _last_seq(connection, user_id, session_id)
+            last = last_seq_of(connection, user_id, session_id)
             upto = last if upto_seq is None else min(upto_seq, last)
-            return _messages(connection, user_id, session_id, after_seq, upto_seq=upto)
+            return messages_after(connection, user_id, session_id, after_seq, upto_seq=upto)
 
     def tokens_after_summary(
         self, user_id: str, session_id: str, *, unless_queued: str | None = None
@@ -353,7 +299,7 @@ class MessageStore:
         _check_session(user_id, session_id)
         with self._database.reading() as connection:
             total = connection.execute(
-                _TOKENS_AFTER_SUMMARY,
+                TOKENS_AFTER_SUMMARY,
                 {"user_id": user_id, "session_id": session_id, "queued_kind": unless_queued},
             ).scalar_one()
         return None if total is None else int(total)
@@ -398,7 +344,7 @@ class MessageStore:
         with self._database.reading() as connection:
             while len(increment) < max_messages:
                 limit = min(batch, max_messages - len(increment))
-                rows = _messages(connection, user_id, session_id, cursor, limit=limit)
+                rows = messages_after(connection, user_id, session_id, cursor, limit=limit)
                 for record in rows:
                     if increment and total + record.tokens > max_tokens:
                         return increment
@@ -414,159 +360,3 @@ def _check_session(user_id: str, session_id: str) -> None:
     """Raise ``InvalidInputError`` unless both ids are usable."""
     check_id("user_id", user_id)
     check_id("session_id", session_id)
-
-
-def _check_unique(client_ids: list[str]) -> None:
-    """Raise ``InvalidInputError`` naming (a few of) the client ids that appear twice."""
-    counts = Counter(client_ids)
-    repeated = [client_id for client_id, count in counts.items() if count > 1]
-    if repeated:
-        # At most three ids, each cut to 64 characters: the message stays short.
-        named = ", ".join(repr(client_id[:64]) for client_id in repeated[:3])
-        raise InvalidInputError(f"a client id appears twice in one batch: {named}")
-
-
-def _row(index: int, message: NewMessage) -> dict[str, Any]:
-    """Check one new message and turn it into the insert's parameters (without its key)."""
-    name = f"message {index}"
-    if message.client_id is not None:
-        check_id(f"{name} client id", message.client_id)
-    check_text(f"{name} role", message.role)
-    return {
-        "role": message.role,
-        "payload": encode_json(f"{name} payload", message.payload),
-        "tokens": message.tokens,
-        "client_id": message.client_id,
-        "metadata": encode_json(f"{name} metadata", message.metadata),
-        "created_at": message.created_at,
-    }
-
-
-def _lock_session(connection: Connection, user_id: str, session_id: str) -> int:
-    """Create the session if missing, lock its row for this transaction, return its last seq."""
-    locked = (
-        select(SessionRow.last_seq)
-        .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
-        .with_for_update()
-    )
-    last_seq = connection.scalar(locked)
-    if last_seq is None:
-        connection.execute(
-            insert(SessionRow)
-            .values(user_id=user_id, session_id=session_id)
-            .on_conflict_do_nothing(index_elements=[SessionRow.user_id, SessionRow.session_id])
-        )
-        # After the insert (ours or a concurrent one) it exists, unless erased at this very
-        # moment (``erase_conversations``): then the insert fails and a retry starts afresh.
-        last_seq = connection.scalar(locked)
-    return int(last_seq or 0)
-
-
-def _insert(
-    connection: Connection,
-    user_id: str,
-    session_id: str,
-    last_seq: int,
-    rows: list[dict[str, Any]],
-) -> list[StoredMessage]:
-    """Insert the rows after ``last_seq`` and move the session's last seq past them."""
-    parameters = [
-        {**row, "user_id": user_id, "session_id": session_id, "seq": last_seq + position}
-        for position, row in enumerate(rows, start=1)
-    ]
-    stored = [_record(row) for row in connection.execute(_INSERT, parameters)]
-    connection.execute(
-        sql_update(SessionRow)
-        .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
-        .values(last_seq=last_seq + len(rows))
-    )
-    return stored
-
-
-def _last_seq(connection: Connection, user_id: str, session_id: str) -> int:
-    """Return the session's last seq (0 for a session this user does not have)."""
-    last = connection.scalar(
-        select(SessionRow.last_seq).where(
-            SessionRow.user_id == user_id, SessionRow.session_id == session_id
-        )
-    )
-    return int(last or 0)
-
-
-def _messages(
-    connection: Connection,
-    user_id: str,
-    session_id: str,
-    after_seq: int,
-    *,
-    upto_seq: int | None = None,
-    limit: int | None = None,
-    newest_first: bool = False,
-) -> list[StoredMessage]:
-    """The messages with ``after_seq < seq`` (``<= upto_seq``), in seq order or newest first.
-
-    With ``limit``, the first ``limit`` of them in that order.
-    """
-    conditions = [
-        MESSAGES.c.user_id == user_id,
-        MESSAGES.c.session_id == session_id,
-        MESSAGES.c.seq > after_seq,
-    ]
-    if upto_seq is not None:
-        conditions.append(MESSAGES.c.seq <= upto_seq)
-    order = MESSAGES.c.seq.desc() if newest_first else MESSAGES.c.seq
-    rows = connection.execute(select(MESSAGES).where(*conditions).order_by(order).limit(limit))
-    return [_record(row) for row in rows]
-
-
-def _by_client_id(
-    connection: Connection, user_id: str, session_id: str, client_ids: list[str]
-) -> dict[str, StoredMessage]:
-    """Load the session's messages that carry one of ``client_ids``, keyed by client id."""
-    if not client_ids:
-        return {}
-    # One array parameter, not one parameter per id: a batch may carry any number of ids.
-    wanted = bindparam("client_ids", client_ids, type_=ARRAY(Text))
-    rows = connection.execute(
-        select(MESSAGES).where(
-            MESSAGES.c.user_id == user_id,
-            MESSAGES.c.session_id == session_id,
-            MESSAGES.c.client_id == any_(wanted),
-        )
-    )
-    return {row.client_id: _record(row) for row in rows}
-
-
-def _open_tail(connection: Connection, user_id: str, session_id: str) -> list[StoredMessage]:
-    """Load the stored messages from the last non-``tool`` message of the session onward."""
-    # max() with the filter scans the session's key backwards and stops at the first non-tool
-    # message, so the cost is the length of the tail, not of the session.
-    in_session = (MESSAGES.c.user_id == user_id, MESSAGES.c.session_id == session_id)
-    last_unit_start = (
-        select(func.max(MESSAGES.c.seq))
-        .where(*in_session, MESSAGES.c.role != "tool")
-        .scalar_subquery()
-    )
-    rows = connection.execute(
-        select(MESSAGES)
-        .where(*in_session, MESSAGES.c.seq >= func.coalesce(last_unit_start, 0))
-        .order_by(MESSAGES.c.seq)
-    )
-    return [_record(row) for row in rows]
-
-
-def _record(row: Row[Any]) -> StoredMessage:
-    """Turn a row of the messages table into the record callers see."""
-    # The row was validated on its way in; skipping validation keeps window loads cheap.
-    return StoredMessage.model_construct(
-        id=row.id,
-        user_id=row.user_id,
-        session_id=row.session_id,
-        seq=row.seq,
-        role=row.role,
-        payload=row.payload,
-        tokens=row.tokens,
-        client_id=row.client_id,
-        metadata=row.metadata,
-        created_at=row.created_at,
-    )

@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from memory.llm import NO_API_KEY
+from memory.chat_models import NO_API_KEY
 from memory.settings import Settings
 
 __all__ = [

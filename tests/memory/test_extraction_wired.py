@@ -259,7 +259,7 @@ def test_a_model_city_update_supersedes_the_old_city(
 def test_a_long_range_is_extracted_in_bounded_batches(
     make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
 ) -> None:
-    from memory.longterm import EXTRACTION_BATCH_MESSAGES
+    from memory.archiving import EXTRACTION_BATCH_MESSAGES
 
     mem = make_memory()
     server.responder = lambda body: Reply(cards_json())
@@ -311,7 +311,7 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     wired_database: Database,
     user_id: str,
 ) -> None:
-    from memory.longterm import EXTRACTION_BATCH_MESSAGES
+    from memory.archiving import EXTRACTION_BATCH_MESSAGES
 
     marks = ArchiveMarks(wired_database)
     mem = make_memory()

@@ -26,7 +26,7 @@ from child_process import Child, Spawn
 from sqlalchemy import text
 from storage_samples import user
 
-from storage import Database, DatabaseUnavailableError, MessageStore, embedded
+from storage import Database, DatabaseUnavailableError, MessageStore, embedded_programs
 from storage.engine import stop_embedded
 
 CHILD = Path(__file__).with_name("storage_child.py")
@@ -131,8 +131,8 @@ def test_programs_the_server_account_cannot_reach_are_named_with_the_fix(
     # makes), pgserver's programs cannot be run by the server's account.
     closed = Path(tempfile.mkdtemp(dir="/tmp"))
     try:
-        (closed / "bin").symlink_to(embedded._binaries())
-        monkeypatch.setattr(embedded, "_binaries", lambda: closed / "bin")
+        (closed / "bin").symlink_to(embedded_programs.binaries_folder())
+        monkeypatch.setattr(embedded_programs, "binaries_folder", lambda: closed / "bin")
 
         with pytest.raises(DatabaseUnavailableError) as raised:
             Database.open(None, data_dir=fresh_data_dir)

@@ -1,0 +1,135 @@
+"""The account the embedded server runs as and how its Postgres programs are run under it
+(``initdb``, ``pg_ctl``), apart from ``storage.embedded`` because running a program as another
+account, and explaining why it could not, is its own concern beside when the server runs."""
+
+import os
+import pwd
+import shlex
+import stat
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "START_TIMEOUT_SECONDS",
+    "Account",
+    "binaries_folder",
+    "initdb",
+    "run_program",
+    "server_account",
+]
+
+_SERVER_ACCOUNT = "pgserver"
+START_TIMEOUT_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class Account:
+    """The account the server runs as; ``name`` is None when it is this process's own."""
+
+    uid: int
+    gid: int
+    name: str | None
+
+
+def server_account() -> Account:
+    """Return the account the server runs as: ours, or ``pgserver`` (created) when we are root."""
+    if os.geteuid() != 0:
+        return Account(os.geteuid(), os.getegid(), None)
+    try:
+        entry = pwd.getpwnam(_SERVER_ACCOUNT)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--user-group", "--no-create-home", _SERVER_ACCOUNT],
+            check=True,
+            capture_output=True,
+        )
+        entry = pwd.getpwnam(_SERVER_ACCOUNT)
+    return Account(entry.pw_uid, entry.pw_gid, _SERVER_ACCOUNT)
+
+
+def run_program(account: Account, data_folder: Path, program: str, *args: str) -> None:
+    """Run a Postgres program on ``data_folder`` as the server's account.
+
+    As another account the program starts inside the folder and names it ``/proc/self/cwd``:
+    the kernel opens a working directory without checking the folders above it, so the
+    account needs no permission on them.
+    """
+    binaries = binaries_folder()
+    other = account.name is not None
+    pgdata = "/proc/self/cwd" if other else str(data_folder)
+    with tempfile.TemporaryFile() as output:
+        # A file, not a pipe: a server started by pg_ctl must not hold our pipe open.
+        try:
+            completed = subprocess.run(
+                [str(binaries / program), "-D", pgdata, *args],
+                cwd=data_folder,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                timeout=START_TIMEOUT_SECONDS + 30,
+                user=account.uid if other else None,
+                group=account.gid if other else None,
+                extra_groups=[] if other else None,
+                check=False,
+            )
+        except PermissionError as error:
+            closed = _closed_folder(binaries, account) if other else None
+            if closed is None:
+                raise
+            raise RuntimeError(
+                f"as root the server runs as {account.name!r}, which may not enter {closed} "
+                f"to run pgserver's programs: chmod o+x {shlex.quote(str(closed))}, or "
+                "install stratamem where other accounts can read it"
+            ) from error
+        if completed.returncode != 0:
+            output.seek(0)
+            said = output.read().decode(errors="replace").strip().splitlines()
+            reason = said[-1] if said else f"exit code {completed.returncode}"
+            raise RuntimeError(f"{program} failed: {reason[:200]}")
+
+
+def _closed_folder(path: Path, account: Account) -> Path | None:
+    """Return the first folder on the way to ``path`` that ``account`` may not enter, if any.
+
+    Only the mode bits are read (no ACLs): this explains a failure, it does not predict one.
+    """
+    for folder in [*reversed(path.parents), path]:
+        found = folder.stat()
+        if found.st_uid == account.uid:
+            allowed = found.st_mode & stat.S_IXUSR
+        elif found.st_gid == account.gid:
+            allowed = found.st_mode & stat.S_IXGRP
+        else:
+            allowed = found.st_mode & stat.S_IXOTH
+        if not allowed:
+            return folder
+    return None
+
+
+def binaries_folder() -> Path:
+    """The folder of pgserver's Postgres binaries."""
+    # Imported here: pgserver is only needed for the embedded database, and importing it is
+    # slow. Its platformdirs warning about XDG_RUNTIME_DIR is harmless.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def initdb(data_folder: Path, account: Account) -> None:
+    """Create a new database cluster in ``data_folder`` (made 0700, owned by the account)."""
+    data_folder.mkdir(mode=0o700, exist_ok=True)
+    if account.name is not None:
+        os.chown(data_folder, account.uid, account.gid)
+    run_program(
+        account,
+        data_folder,
+        "initdb",
+        "--auth=trust",
+        "--encoding=utf8",
+        "--username=postgres",
+    )

@@ -1,0 +1,87 @@
+"""Reads of the messages table (rows by seq range, a session's last seq, the tail's token sum)
+and the record a row becomes: apart from ``MessageStore`` because its appends
+(``storage.message_appends``) build on them too."""
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, Table, select, text
+
+from storage.models import MessageRow, SessionRow
+from storage.records import StoredMessage
+
+__all__ = ["MESSAGES", "TOKENS_AFTER_SUMMARY", "last_seq_of", "message_of", "messages_after"]
+
+#: The messages table, for Core statements on the hot paths.
+MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]  # declared with a Table
+
+# The boundary comes from the summary row (0 without one), in the same statement. When a job of
+# the given kind is already pending for the session (a fold queued, the worker behind) the sum is
+# not computed: the answer would not change what the caller does, and that is exactly when the
+# tail after the boundary grows long. So the scan is never longer than what one fold leaves.
+TOKENS_AFTER_SUMMARY = text(
+    "SELECT CASE WHEN EXISTS ("
+    "  SELECT 1 FROM jobs AS j "
+    "  WHERE j.user_id = :user_id AND j.session_id = :session_id "
+    "  AND j.kind = :queued_kind AND j.status = 'pending'"
+    ") THEN NULL ELSE ("
+    "  SELECT coalesce(sum(m.tokens), 0) FROM messages AS m "
+    "  WHERE m.user_id = :user_id AND m.session_id = :session_id "
+    "  AND m.seq > coalesce(("
+    "    SELECT b.boundary_seq FROM session_summaries AS b "
+    "    WHERE b.user_id = :user_id AND b.session_id = :session_id"
+    "  ), 0)"
+    ") END"
+)
+
+
+def last_seq_of(connection: Connection, user_id: str, session_id: str) -> int:
+    """Return the session's last seq (0 for a session this user does not have)."""
+    last = connection.scalar(
+        select(SessionRow.last_seq).where(
+            SessionRow.user_id == user_id, SessionRow.session_id == session_id
+        )
+    )
+    return int(last or 0)
+
+
+def messages_after(
+    connection: Connection,
+    user_id: str,
+    session_id: str,
+    after_seq: int,
+    *,
+    upto_seq: int | None = None,
+    limit: int | None = None,
+    newest_first: bool = False,
+) -> list[StoredMessage]:
+    """The messages with ``after_seq < seq`` (``<= upto_seq``), in seq order or newest first.
+
+    With ``limit``, the first ``limit`` of them in that order.
+    """
+    conditions = [
+        MESSAGES.c.user_id == user_id,
+        MESSAGES.c.session_id == session_id,
+        MESSAGES.c.seq > after_seq,
+    ]
+    if upto_seq is not None:
+        conditions.append(MESSAGES.c.seq <= upto_seq)
+    order = MESSAGES.c.seq.desc() if newest_first else MESSAGES.c.seq
+    rows = connection.execute(select(MESSAGES).where(*conditions).order_by(order).limit(limit))
+    return [message_of(row) for row in rows]
+
+
+def message_of(row: Row[Any]) -> StoredMessage:
+    """Turn a row of the messages table into the record callers see."""
+    # The row was validated on its way in; skipping validation keeps window loads cheap.
+    return StoredMessage.model_construct(
+        id=row.id,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        seq=row.seq,
+        role=row.role,
+        payload=row.payload,
+        tokens=row.tokens,
+        client_id=row.client_id,
+        metadata=row.metadata,
+        created_at=row.created_at,
+    )
