@@ -50,6 +50,14 @@ class SessionWriter:
                 content.
         """
         refuse_repeated_ids(batch)
+        if batch[0].role != "tool" and not find_problems(
+            [message.payload for message in batch], allow_pending_calls=True
+        ):
+            # Valid on its own and not answering a stored call: after a closed tail it is
+            # valid, and one statement stores it when the session's tail is closed.
+            stored = self._messages.append_after_closed_tail(user_id, session_id, batch)
+            if stored is not None:
+                return stored
         try:
             return self._append(user_id, session_id, batch)
         except InvalidHistoryError as error:

@@ -1,20 +1,23 @@
-"""The statements of a request: each loads the window's rows in one round trip.
+"""The statements of a request: each stores or loads what it needs in one round trip.
 
 A request reads the session's summary and the messages after its boundary, and when it brings
 a new user message it first stores it durably. As separate statements in a transaction that was
 seven round trips to the server (lock, open-tail check, insert, last seq, commit, summary,
 rows). Here it is one statement, committed on its own (autocommit): ``INPUT_AND_WINDOW`` when
-there is an input, ``WINDOW`` when there is none.
+there is an input, ``WINDOW`` when there is none. ``APPEND`` stores a batch the same way
+without reading (``record``: an assistant's reply, the next turns), instead of the five
+statements of ``MessageStore.append``'s transaction.
 
-``INPUT_AND_WINDOW`` stores the input only when that is sure to be right without looking
-further, and otherwise stores nothing, so the caller takes the general path
+``INPUT_AND_WINDOW`` and ``APPEND`` store their messages only when that is sure to be right
+without looking further, and otherwise store nothing, so the caller takes the general path
 (``MessageStore.append``):
 
 - the session exists (a new one is created by the general path);
 - its tail is closed: the last message that is not a ``tool`` result has no ``tool_calls``, or
   as many results after it as calls (stored structures are valid, so the results answer
-  distinct calls), and a user message after a closed tail is always valid;
-- the input's client id, if any, is not stored in the session yet (a replay or a conflict);
+  distinct calls); after a closed tail a user message is always valid, and so is any batch
+  that is valid on its own and does not start with a tool result (which the caller checks);
+- no client id of the messages is stored in the session yet (a replay or a conflict);
 - nobody appended between the statement's snapshot and its lock on the session row.
 
 The last point is what makes the others safe. The checks and reads run on the statement's
@@ -36,6 +39,7 @@ __all__ = [
     "INPUT_AND_WINDOW",
     "WINDOW",
     "batch_parameters",
+    "run_append",
     "run_window_statement",
 ]
 
@@ -130,7 +134,7 @@ the input is not among the rows read (a statement does not see its own writes).
 
 Parameters: those of ``WINDOW`` and the input as a batch of one (``batch_parameters``)."""
 
-APPEND = f"WITH {_STORE}\nSELECT {_MESSAGE_COLUMNS} FROM inserted ORDER BY seq"
+APPEND = f"WITH {_STORE}\nSELECT 'stored' AS part, {_MESSAGE_COLUMNS} FROM inserted ORDER BY seq"
 """Store a batch of messages when the session allows it without looking further (the module
 docstring: a batch whose first message is not a tool result is valid after a closed tail once
 it is valid on its own, which the caller checks), else nothing; the stored rows by seq.
@@ -183,6 +187,17 @@ def run_window_statement(
         else:
             stored = _message(row, user_id, session_id)
     return stored, summary, recent
+
+
+def run_append(
+    connection: psycopg.Connection[Any],
+    user_id: str,
+    session_id: str,
+    rows: Sequence[Mapping[str, Any]],
+) -> list[StoredMessage]:
+    """Run ``APPEND``: the stored messages by seq, none when the session did not allow it."""
+    parameters = {**batch_parameters(rows), "user_id": user_id, "session_id": session_id}
+    return [_message(row, user_id, session_id) for row in connection.execute(APPEND, parameters)]
 
 
 def _message(row: tuple[Any, ...], user_id: str, session_id: str) -> StoredMessage:

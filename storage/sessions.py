@@ -20,6 +20,7 @@ from storage.request_statements import (
     INPUT_AND_WINDOW,
     WINDOW,
     batch_parameters,
+    run_append,
     run_window_statement,
 )
 
@@ -112,6 +113,31 @@ class MessageStore:
                 else next(inserted)
                 for m in messages
             ]
+
+    def append_after_closed_tail(
+        self, user_id: str, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage] | None:
+        """Append messages in one statement, or store nothing and return None (call ``append``).
+
+        Stored only when that is sure to be right without looking further (see
+        ``storage.request_statements``): the session exists, its tail is closed, no client id
+        of ``messages`` is stored in it, and nobody appends at the same moment. The caller has
+        checked that ``messages`` are valid on their own and do not start with a ``tool``
+        result: after a closed tail they are then valid.
+
+        Raises:
+            InvalidInputError: An id is not usable, a client id appears twice in ``messages``,
+                or a message cannot be stored; nothing is stored.
+            DatabaseUnavailableError: The database could not be reached; nothing is stored.
+        """
+        _check_session(user_id, session_id)
+        rows = [message_row(index, message) for index, message in enumerate(messages)]
+        check_unique([m.client_id for m in messages if m.client_id is not None])
+        if not rows:
+            return None
+        with driver_autocommit(self._database) as connection:
+            stored = run_append(connection, user_id, session_id, rows)
+        return stored or None
 
     def append_input(
         self,

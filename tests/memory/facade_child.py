@@ -16,6 +16,7 @@ from child_process import say, wait_for_go, wait_for_line
 from sqlalchemy import event
 
 import memory.writer
+import storage.sessions
 from memory import Memory, Settings, validate_history
 from storage import Database, NewMessage, StoredMessage
 
@@ -104,11 +105,13 @@ def turns(url: str, user_id: str, session_id: str, writer: str, count: str) -> N
 
 
 def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: str) -> None:
-    """Record three turns, then a large batch whose transaction blocks at ``stage``.
+    """Record three turns, then a large batch that blocks at ``stage``.
 
-    ``validate``: after the batch was checked against the stored tail, before any insert.
-    ``commit``: after every insert of the batch was sent, just before the commit.
-    The parent kills the process with SIGKILL once it says ``paused``.
+    ``statement``: just before the one statement that stores a batch after a closed tail is
+    sent. ``validate`` and ``commit``, in the general path's transaction (the one-statement path
+    turned off): after the batch was checked against the stored tail, before any insert; after
+    every insert of the batch was sent, just before the commit. The parent kills the process
+    with SIGKILL once it says ``paused``.
     """
     database = Database.open(url, pool_size=1)
     mem = Memory(database, Settings(database_url=url))
@@ -120,6 +123,18 @@ def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: st
         say("paused")
         signal.pause()
 
+    if stage == "statement":
+        append = storage.sessions.run_append
+
+        def pause_then_append(*args: Any) -> list[StoredMessage]:
+            pause()
+            return append(*args)
+
+        storage.sessions.run_append = pause_then_append
+    else:
+        storage.sessions.MessageStore.append_after_closed_tail = (  # type: ignore[method-assign]
+            lambda *_: None
+        )
     if stage == "validate":
         check = memory.writer._check_structure
 
@@ -128,7 +143,7 @@ def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: st
             pause()
 
         memory.writer._check_structure = check_then_pause
-    else:
+    elif stage == "commit":
         event.listen(database.engine, "commit", lambda connection: pause())
     mem.record(user_id=user_id, session_id=session_id, messages=batch(int(count)))
     say("recorded")  # never reached

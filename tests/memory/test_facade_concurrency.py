@@ -100,7 +100,7 @@ def test_two_processes_writing_turns_to_one_session(
     assert turn_problems(history, writers, TURNS) == []
 
 
-@pytest.mark.parametrize("stage", ["validate", "commit"])
+@pytest.mark.parametrize("stage", ["statement", "validate", "commit"])
 def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
     spawn: Callable[..., Child], database_url: str, user_id: str, session_id: str, stage: str
 ) -> None:

@@ -1,4 +1,4 @@
-"""How many round trips to Postgres one ``prepare`` costs, counted on the wire.
+"""How many round trips to Postgres one ``prepare`` or ``record`` costs, counted on the wire.
 
 Not a timing test: the count does not depend on the machine, and on a loaded machine it is the
 count of round trips, not Python, that decides the latency of a request (each one waits for a
@@ -134,3 +134,30 @@ def test_every_warm_prepare_runs_one_statement(
 
     assert per_request == [1] * 24
     assert len(mem.history(user_id=user_id, session_id=session_id)) == 2 + 12 * 4
+
+
+def test_recording_a_reply_is_two_statements(
+    mem: Memory, own_database: Database, user_id: str, session_id: str, tmp_path: Path
+) -> None:
+    """The reply stored in one statement (not a transaction of five), and the fold's check."""
+    mem.prepare(user_id=user_id, session_id=session_id, input="Is checkout up?")
+    call = {"id": "c1", "type": "function", "function": {"name": "status", "arguments": "{}"}}
+    turn = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "up", "id": "r1"},
+        {"role": "assistant", "content": "It is up."},
+    ]
+
+    with wire_trace(own_database.engine, tmp_path / "reply") as reply:
+        stored = mem.record(user_id=user_id, session_id=session_id, messages=turn)
+
+    assert (reply.statements, reply.round_trips) == (2, 2)
+    assert [m.seq for m in stored] == [2, 3, 4]
+    assert [m.client_id for m in stored] == [None, "r1", None]
+    history = mem.history(user_id=user_id, session_id=session_id)
+    assert [m.payload.get("content") for m in history] == [
+        "Is checkout up?",
+        None,
+        "up",
+        "It is up.",
+    ]
