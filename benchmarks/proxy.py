@@ -95,10 +95,11 @@ def build_session(mem: Memory, size: int) -> None:
         pass
 
 
-def start_proxy(env: dict[str, str], upstream: str) -> tuple[Any, str]:
-    """``stratamem serve --port 0``; the process and its ``/v1`` URL."""
+def start_proxy(env: dict[str, str], upstream: str, *options: str) -> tuple[Any, str]:
+    """``stratamem serve --port 0`` with ``options``; the process and its ``/v1`` URL."""
+    command = ["serve", "--port", "0", "--upstream", upstream, *options]
     process = subprocess.Popen(
-        [sys.executable, "-m", "memory.cli", "serve", "--port", "0", "--upstream", upstream],
+        [sys.executable, "-m", "memory.cli", *command],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -150,6 +151,11 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--cards", choices=["minilm", "off"], default="minilm")
+    parser.add_argument(
+        "--record-before-answer",
+        action="store_true",
+        help="run the proxy with --record-before-answer (the client waits for the reply's store)",
+    )
     args = parser.parse_args()
     settings = {
         **{f"STRATAMEM_{name.upper()}": str(value) for name, value in WINDOW.items()},
@@ -182,7 +188,8 @@ def main() -> None:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            proxy, url = start_proxy(env, upstream)
+            options = ["--record-before-answer"] if args.record_before_answer else []
+            proxy, url = start_proxy(env, upstream, *options)
             try:
                 measure(args, stored, url, upstream, mem)
                 count_statements(database, mem)
@@ -205,7 +212,9 @@ def measure(args: argparse.Namespace, stored: int, url: str, upstream: str, mem:
         hook_calls(mem, number)
     print(
         f"proxy added latency, {args.turns} turns each, session of {stored:,} stored "
-        f"messages, cards {args.cards}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load "
+        f"messages, cards {args.cards}, reply stored "
+        f"{'before' if args.record_before_answer else 'after'} the answer, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     print(

@@ -20,6 +20,10 @@ without looking further, and otherwise store nothing, so the caller takes the ge
 - no client id of the messages is stored in the session yet (a replay or a conflict);
 - nobody appended between the statement's snapshot and its lock on the session row.
 
+A tail whose last message holds a NUL (``\\u0000`` in its stored JSON) counts as open: every
+JSON operator of Postgres refuses to read such a document, and the general path reads it in
+Python.
+
 The last point is what makes the others safe. The checks and reads run on the statement's
 snapshot, taken before it waits for the session's row lock; the ``UPDATE`` re-checks its
 ``WHERE`` on the newest version of the row once it holds the lock, and ``last_seq`` still being
@@ -79,17 +83,19 @@ snapshot AS (
     SELECT last_seq FROM sessions WHERE {_USER_SESSION}
 ),
 unit_start AS (
-    SELECT seq, payload -> 'tool_calls' AS calls FROM messages
+    SELECT seq, payload, strpos(payload::text, '\\u0000') > 0 AS has_nul FROM messages
     WHERE {_USER_SESSION} AND role <> 'tool'
     ORDER BY seq DESC LIMIT 1
 ),
 open_calls AS (
     SELECT FROM unit_start
-    WHERE json_typeof(unit_start.calls) = 'array'
-      AND json_array_length(unit_start.calls) > (
-          SELECT count(*) FROM messages
-          WHERE {_USER_SESSION} AND seq > unit_start.seq
-      )
+    WHERE CASE WHEN has_nul THEN true  -- the JSON is not read at all (module docstring)
+        ELSE json_typeof(payload -> 'tool_calls') = 'array'
+            AND json_array_length(payload -> 'tool_calls') > (
+                SELECT count(*) FROM messages
+                WHERE {_USER_SESSION} AND seq > unit_start.seq
+            )
+    END
 ),
 batch AS (
     SELECT * FROM unnest(

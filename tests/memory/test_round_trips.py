@@ -161,3 +161,25 @@ def test_recording_a_reply_is_two_statements(
         "up",
         "It is up.",
     ]
+
+
+def test_a_nul_in_the_last_message_takes_the_general_path_and_loses_nothing(
+    mem: Memory, own_database: Database, user_id: str, session_id: str, tmp_path: Path
+) -> None:
+    """Postgres' JSON operators refuse a document holding ``\\u0000``: the one-statement paths
+    must not read one (it would fail the request), they leave it to the general path."""
+    mem.prepare(user_id=user_id, session_id=session_id, input="a\x00b")
+    mem.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[{"role": "assistant", "content": "echo: a\x00b \\u0000"}],
+    )
+
+    with wire_trace(own_database.engine, tmp_path / "trace") as trace:
+        context = mem.prepare(user_id=user_id, session_id=session_id, input="And \x00 then?")
+
+    assert trace.round_trips > 1  # the general path: the tail is read in Python
+    contents = ["a\x00b", "echo: a\x00b \\u0000", "And \x00 then?"]
+    assert [m["content"] for m in context.messages] == contents
+    stored = mem.history(user_id=user_id, session_id=session_id)
+    assert [m.payload["content"] for m in stored] == contents
