@@ -175,7 +175,7 @@ def _turn_card(
     resolved = resolve_date(message.text, stored.created_at)
     return CardDraft(
         type="turn",
-        text=turn_card_text(utterances, day=stored.created_at.date()),
+        text=_storable(turn_card_text(utterances, day=stored.created_at.date())),
         session_id=session_id,
         tags=[message.role],
         source_message_ids=[s.id for s, _ in window],
@@ -192,17 +192,25 @@ def _stored_draft(
     sources = [by_seq[seq] for seq in draft.source_indices if seq in by_seq]
     return CardDraft(
         type=draft.type,
-        text=draft.text,
-        topic=draft.topic,
-        tags=list(draft.tags),
+        text=_storable(draft.text),
+        topic=_storable(draft.topic) if draft.topic else None,
+        tags=[_storable(tag) for tag in draft.tags],
         session_id=session_id,
         source_message_ids=[s.id for s in sources],
         source_client_ids=[s.client_id for s in sources if s.client_id is not None],
         observed_at=draft.observed_at,
         occurred_at=draft.occurred_at,
-        subject=draft.subject,
-        attribute=draft.attribute,
+        subject=_storable(draft.subject) if draft.subject else None,
+        attribute=_storable(draft.attribute) if draft.attribute else None,
     )
+
+
+def _storable(text: str) -> str:
+    """``text`` with what a Postgres text column cannot hold (NUL, a lone surrogate) replaced
+    by U+FFFD: a message may hold a NUL (its JSON keeps it) and a model's reply anything, and
+    one such card must not lose the others of its batch. A pin with one is refused instead."""
+    repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return repaired.replace("\x00", "\ufffd")
 
 
 def _speaker(message: Message) -> str:

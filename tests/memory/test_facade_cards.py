@@ -96,6 +96,23 @@ def test_end_session_extracts_rule_cards(mem: Memory, user_id: str) -> None:
     assert any("Ana" in hit.card.text for hit in extracted)
 
 
+def test_messages_with_a_nul_become_cards_with_a_replacement_character(
+    mem: Memory, user_id: str
+) -> None:
+    # A message keeps its NUL (its JSON holds it); a card's text column cannot: one such turn
+    # failed the whole batch of the session's cards.
+    say(mem, user_id, "s1", ("My name is Ana\x00.", "Hello\x00 Ana."), ("We use Postgres.", "Ok."))
+    mem.end_session(user_id=user_id, session_id="s1")
+
+    cards = [hit.card for hit in mem.search(user_id=user_id, query="Ana Postgres", k=50)]
+    texts = "\n".join(card.text for card in cards)
+    assert "User: My name is Ana\ufffd." in texts and "Assistant: Hello\ufffd Ana." in texts
+    assert "User: We use Postgres." in texts
+    assert "\x00" not in texts
+    stored = mem.history(user_id=user_id, session_id="s1")
+    assert stored[0].payload["content"] == "My name is Ana\x00."  # the message is unchanged
+
+
 def test_search_is_scoped_by_user_and_filters(mem: Memory, user_id: str) -> None:
     say(mem, user_id, "s1", ("I like green tea.", "Nice."))
     say(mem, user_id, "s2", ("I like black coffee.", "Good."))
