@@ -4,6 +4,7 @@ current vectors held in this process where that is exact (``storage.card_vectors
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -33,12 +34,20 @@ _EF_SEARCH = 400
 
 _NO_FILTER = CardFilter()
 
+# How many users past the exact scan's size a store remembers as such.
+_INDEXED_USERS_KEPT = 1_024
+
 
 class CardQueries:
     """``CardStore``'s searching half; every method is scoped by ``user_id``."""
 
     _database: Database
     _vectors: CardVectors | None
+    #: One thread per store, for the vector ranking that runs while the statement runs.
+    _ahead: ThreadPoolExecutor
+    #: The users whose last search found more cards than the exact scan takes: the next
+    #: search of one starts the index's ranking before the statement.
+    _indexed_users: dict[str, None]
 
     def count(self, user_id: str) -> int:
         """Return how many cards the user has, superseded ones included."""
@@ -151,11 +160,21 @@ class CardQueries:
         # vectors: they are exactly the user's current cards.
         vectors = self._vectors if where == _NO_FILTER else None
         held = vectors.get(user_id) if vectors is not None else None
+        # With held vectors only the time window's ranking needs the query in SQL.
+        in_sql = vector_literal(query()) if held is None or during is not None else None
+        # The vector ranking that does not come from the statement runs on the store's thread
+        # while the statement runs (waiting for the query's embedding, numpy and a second
+        # connection all release the interpreter's lock): from the held vectors, or by the
+        # HNSW index for a user whose last search found too many cards for the exact scan.
+        ahead: Future[list[CardMatch]] | None = None
+        if held is not None:
+            ahead = self._ahead.submit(lambda: held.nearest(query(), limit))
+        elif user_id in self._indexed_users:
+            ahead = self._ahead.submit(self._index_ranking, user_id, query(), limit, where)
         sql, params = candidate_sql(where, dense=True, keywords=bool(wanted), during=during)
         params.update(
             user_id=user_id,
-            # With held vectors only the time window's ranking needs the query in SQL.
-            query=vector_literal(query()) if held is None or during is not None else None,
+            query=in_sql,
             limit=limit,
             exact_max=EXACT_SCAN_MAX_CARDS,
             held=held is not None,
@@ -174,8 +193,8 @@ class CardQueries:
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
                 window *= 4
-        if held is not None:
-            return self._with_held(user_id, query(), limit, found, held)
+        if held is not None and ahead is not None:
+            return self._with_held(user_id, query, limit, found, held, ahead)
         if vectors is not None and 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
             # Answered by the exact scan in SQL: the next search of this user need not be.
             # Users past the exact scan's size keep the HNSW index instead (a matrix of
@@ -183,22 +202,43 @@ class CardQueries:
             vectors.refresh(user_id)
         similarity = found.similarity
         if found.cards > EXACT_SCAN_MAX_CARDS:
-            dense = self.search_vector(user_id, query(), limit=limit, where=where, method="index")
+            if len(self._indexed_users) >= _INDEXED_USERS_KEPT:
+                self._indexed_users.clear()  # a hint only; each step is atomic, no lock
+            self._indexed_users[user_id] = None
+            if ahead is not None:
+                dense = ahead.result()
+            else:
+                dense = self._index_ranking(user_id, query(), limit, where)
             similarity = {**similarity, **{m.card_id: m.score for m in dense}}
             return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
+        self._indexed_users.pop(user_id, None)
         return Candidates(found.dense, found.keyword, found.timed, similarity, found.cards)
 
+    def _index_ranking(
+        self, user_id: str, query: Sequence[float], limit: int, where: CardFilter
+    ) -> list[CardMatch]:
+        """The vector ranking of a user past the exact scan's size, by the HNSW index."""
+        return self.search_vector(user_id, query, limit=limit, where=where, method="index")
+
     def _with_held(
-        self, user_id: str, query: list[float], limit: int, found: "_Found", held: UserVectors
+        self,
+        user_id: str,
+        query: Callable[[], list[float]],
+        limit: int,
+        found: "_Found",
+        held: UserVectors,
+        ahead: Future[list[CardMatch]],
     ) -> Candidates:
-        """Complete a statement run without vector work from the user's held vectors.
+        """Complete a statement run without vector work from the user's held vectors, whose
+        ranking ``ahead`` computed while it ran.
 
         When a write moved the user's version since they were loaded, only what changed is
-        loaded first (a write after the statement may be in them then, as it would be in a
-        second statement). When the user has no card left, outgrew what is held, or no longer
-        fits, the vector work is done in SQL after all.
+        loaded first and the ranking computed again (a write after the statement may be in
+        them then, as it would be in a second statement). When the user has no card left,
+        outgrew what is held, or no longer fits, the vector work is done in SQL after all.
         """
         assert self._vectors is not None  # held vectors come from there
+        dense = ahead.result()
         if held.version != found.version or found.cards > EXACT_SCAN_MAX_CARDS:
             fresh = None
             if 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
@@ -206,18 +246,18 @@ class CardQueries:
             else:
                 self._vectors.drop(user_id)
             if fresh is None:
-                dense = self.search_vector(user_id, query, limit=limit)
+                dense = self.search_vector(user_id, query(), limit=limit)
                 keyword = [m.card_id for m in found.keyword]
                 similarity = {
-                    **self.similarities(user_id, query, keyword),
+                    **self.similarities(user_id, query(), keyword),
                     **found.similarity,
                     **{m.card_id: m.score for m in dense},
                 }
                 return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
             held = fresh
-        dense = held.nearest(query, limit)
+            dense = held.nearest(query(), limit)
         similarity = {
-            **held.similarities(query, [m.card_id for m in found.keyword]),
+            **held.similarities(query(), [m.card_id for m in found.keyword]),
             **found.similarity,
             **{m.card_id: m.score for m in dense},
         }

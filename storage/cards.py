@@ -5,6 +5,7 @@ vector and the keyword terms of each card, and the same for queries.
 """
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -93,6 +94,8 @@ class CardStore(CardWrites, CardQueries):
                 f"(vector({EMBEDDING_DIM})): use a {EMBEDDING_DIM}-dimensional model"
             )
         self._database = database
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stratamem-cards")
+        self._indexed_users: dict[str, None] = {}
         self._vectors = (
             CardVectors(database, dimension, max_bytes=vector_cache_bytes)
             if vector_cache_bytes > 0

@@ -107,9 +107,17 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
 
     monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)
     indexed = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+    # Known as big now: its index ranking runs while the statement runs, the same cards.
+    ahead = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
 
-    assert [m.card_id for m in indexed.dense] == [m.card_id for m in exact.dense]
-    assert len(indexed.dense) == 8
-    assert indexed.keyword == exact.keyword and indexed.timed == exact.timed
-    # The index ranks by cosine distance in float4, the exact scan by inner product.
-    assert indexed.similarity == pytest.approx(exact.similarity, abs=1e-5)
+    for found in (indexed, ahead):
+        assert [m.card_id for m in found.dense] == [m.card_id for m in exact.dense]
+        assert len(found.dense) == 8
+        assert found.keyword == exact.keyword and found.timed == exact.timed
+        # The index ranks by cosine distance in float4, the exact scan by inner product.
+        assert found.similarity == pytest.approx(exact.similarity, abs=1e-5)
+    assert ahead == indexed
+    # Back under the exact scan's size: the statement's own ranking again.
+    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 10_000)
+    small = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+    assert [m.card_id for m in small.dense] == [m.card_id for m in exact.dense]

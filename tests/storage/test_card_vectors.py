@@ -4,6 +4,7 @@ The cached path must give what the SQL scan gives, after every kind of write, by
 another one; a matrix is used only at the version the search statement sees; memory is bounded.
 """
 
+import threading
 import uuid
 from pathlib import Path
 
@@ -271,26 +272,30 @@ def test_users_past_the_exact_scan_size_keep_the_index(
     assert [m.card_id for m in found.dense] == [m.card_id for m in exact]
 
 
-def test_with_held_vectors_the_statement_runs_before_the_query_vector_is_asked_for(
+def test_with_held_vectors_the_statement_does_not_wait_for_the_query_vector(
     store: CardStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.add(user_id, [new_card(f"tea note {i}") for i in range(20)])
     store.candidates(user_id, QUERIES[0], ["tea"], limit=5)  # loads the vectors
-    events: list[str] = []
+    rows_arrived = threading.Event()
+    asked: list[int] = []
     split_rows = storage.card_queries._candidates
 
     def statement_rows(rows: list[tuple[object, ...]]) -> object:
-        events.append("statement")  # its rows arrived
+        rows_arrived.set()
         return split_rows(rows)
 
     def query_vector() -> list[float]:
-        events.append("vector")
+        # Answers only once the statement's rows are in: a statement that waited for the
+        # vector would never get them (the wait gives up after a minute, failing the test).
+        asked.append(1)
+        assert rows_arrived.wait(timeout=60)
         return QUERIES[1]
 
     monkeypatch.setattr(storage.card_queries, "_candidates", statement_rows)
     lazy = store.candidates(user_id, query_vector, ["tea"], limit=5)
 
-    assert events == ["statement", "vector"]  # the vector asked for once, after the statement
+    assert asked == [1]  # asked for once, on the store's thread
     eager = store.candidates(user_id, QUERIES[1], ["tea"], limit=5)
     assert lazy == eager
 
