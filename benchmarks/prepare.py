@@ -41,6 +41,7 @@ from langchain_core.messages import (
 )
 from langchain_postgres import PostgresChatMessageHistory
 
+from benchmarks.machine import CpuSteal, machine_state
 from memory import Memory
 from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
@@ -238,8 +239,9 @@ def run(
     measure_langchain(conn, counter, 100, 20, budget)
     print(
         f"prepare latency, {turns} turns each, window {window}, cards off; "
-        f"load average {os.getloadavg()[0]:.1f} at the start"
+        f"{machine_state()} at the start"
     )
+    steal = CpuSteal()
     print(
         f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8}"
         f" {'LC p50':>8} {'LC p95':>8} {'LC/ours':>8}"
@@ -253,7 +255,7 @@ def run(
             f"{size:>9} {p50:>8.2f} {percentile(ours, 0.95):>8.2f} {statistics.median(cpu):>8.2f}"
             f" {lc_p50:>8.2f} {percentile(theirs, 0.95):>8.2f} {lc_p50 / p50:>8.2f}"
         )
-    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"{machine_state(steal)} (the run) at the end")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from typing import Any
 
 import openai
 
+from benchmarks.machine import CpuSteal, machine_state
 from memory import Memory, Settings
 from memory.hook import context_for, record_reply
 from storage import Database
@@ -214,9 +215,9 @@ def measure(args: argparse.Namespace, stored: int, url: str, upstream: str, mem:
         f"proxy added latency, {args.turns} turns each, session of {stored:,} stored "
         f"messages, cards {args.cards}, reply stored "
         f"{'before' if args.record_before_answer else 'after'} the answer, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine_state()} on {os.cpu_count()} cores"
     )
+    steal = CpuSteal()
     print(
         f"{'':>9} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10}"
         f" {'direct p95':>10} {'proxy p95':>10} {'added p95':>10} {'p50 ratio':>9}"
@@ -236,6 +237,7 @@ def measure(args: argparse.Namespace, stored: int, url: str, upstream: str, mem:
             f" {d95:>10.2f} {p95:>10.2f} {p95 - d95:>10.2f} {p50 / d50:>8.2f}x"
             f"  goal <= {GOAL_MS:.0f} ms added p50: {verdict}"
         )
+    print(f"during the proxied requests: {machine_state(steal)}")
     # On its own, after the proxy's last reply is stored: timed between proxied requests, a
     # context_for waited for the session's lock while the proxy stored the reply it had just
     # answered with (on the client's time no more, but on this one's: 7-27 ms at the median).

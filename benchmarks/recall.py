@@ -22,7 +22,6 @@ pins, the query rewrite, MiniLM embedding the query, the search and assembling t
 """
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -33,6 +32,7 @@ from typing import Literal
 
 from sqlalchemy import text
 
+from benchmarks.machine import CpuSteal, machine_state
 from memory import Memory, Settings
 from retrieval import (
     MINILM_DIMENSION,
@@ -119,17 +119,21 @@ def load(database: Database, user_id: str, count: int) -> None:
         )
 
 
-def timed(call: Callable[[], object], runs: int) -> tuple[float, float]:
-    """Return p50 and p95 in milliseconds of ``runs`` calls (after 5 warm-up calls)."""
+def timed(call: Callable[[], object], runs: int) -> tuple[float, float, str]:
+    """Return p50 and p95 in milliseconds of ``runs`` calls (after 5 warm-up calls), and the
+    share of CPU time the host took from this machine meanwhile (``benchmarks.machine``)."""
     for _ in range(5):
         call()
     samples = []
+    steal = CpuSteal()
     for _ in range(runs):
         started = time.perf_counter()
         call()
         samples.append((time.perf_counter() - started) * 1000)
     samples.sort()
-    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+    share = steal.share()
+    stolen = f"{100 * share:6.1f}" if share is not None else f"{'-':>6}"
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))], stolen
 
 
 def measure(
@@ -168,9 +172,9 @@ def measure(
         ) -> object:
             return store.search_vector(user_id, next(c), limit=10, method=m)
 
-        p50, p95 = timed(vector, runs)
+        p50, p95, steal = timed(vector, runs)
         recall = overlap if method == "index" else 1.0
-        print(f"{count:>10} {method:>8} {p50:8.2f} {p95:8.2f} {recall:9.3f}", flush=True)
+        print(f"{count:>10} {method:>8} {p50:8.2f} {p95:8.2f} {recall:9.3f} {steal}", flush=True)
     words = [f"w{rng.randrange(200)}" for _ in range(runs * 3)]
     for name, index in indexes.items():
         vectors = iter(queries * 100)
@@ -182,8 +186,8 @@ def measure(
             given.vector = next(v)
             return i.search(user_id, " ".join(next(t) for _ in range(3)), CardQuery(k=10))
 
-        p50, p95 = timed(hybrid, runs)
-        print(f"{count:>10} {name:>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
+        p50, p95, steal = timed(hybrid, runs)
+        print(f"{count:>10} {name:>8} {p50:8.2f} {p95:8.2f} {'auto':>9} {steal}", flush=True)
 
 
 PREPARE_INPUTS = [
@@ -224,8 +228,8 @@ def measure_prepare(
         assert context.report.recall is not None and not context.report.recall.failed
         return context
 
-    p50, p95 = timed(prepare, runs)
-    print(f"{count:>10} {'prepare':>8} {p50:8.2f} {p95:8.2f} {'auto':>9}", flush=True)
+    p50, p95, steal = timed(prepare, runs)
+    print(f"{count:>10} {'prepare':>8} {p50:8.2f} {p95:8.2f} {'auto':>9} {steal}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,17 +299,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     indexes = {"hybrid": CardIndex(store, given), "sql": CardIndex(uncached, given)}
     print(
-        f"{'cards/user':>10} {'method':>8} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}",
+        f"{'cards/user':>10} {'method':>8} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}"
+        f" {'steal%':>6}",
         flush=True,
     )
-    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    steal = CpuSteal()
+    print(f"before: {machine_state()}", flush=True)
     for user_id, count in USERS.items():
         if args.prepare_only or (args.only_10k and count > 10_000):
             continue
         measure(store, indexes, given, user_id, count, args.queries, rng, centroids)
     threads = args.torch_threads or None
     measure_prepare(database, "bench-10k", USERS["bench-10k"], args.queries, threads)
-    print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"after: {machine_state(steal)} (the run)", flush=True)
     database.close()
     return 0
 
