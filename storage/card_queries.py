@@ -43,7 +43,7 @@ class CardQueries:
 
     _database: Database
     _vectors: CardVectors | None
-    #: One thread per store, for the vector ranking that runs while the statement runs.
+    #: The store's threads, for the vector ranking that runs while the statement runs.
     _ahead: ThreadPoolExecutor
     #: The users whose last search found more cards than the exact scan takes: the next
     #: search of one starts the index's ranking before the statement.

@@ -94,7 +94,9 @@ class CardStore(CardWrites, CardQueries):
                 f"(vector({EMBEDDING_DIM})): use a {EMBEDDING_DIM}-dimensional model"
             )
         self._database = database
-        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stratamem-cards")
+        # Threads up to the executor's default (cores + 4), started as needed: the searches of
+        # a server's request threads do not queue behind one another's vector ranking.
+        self._ahead = ThreadPoolExecutor(thread_name_prefix="stratamem-cards")
         self._indexed_users: dict[str, None] = {}
         self._vectors = (
             CardVectors(database, dimension, max_bytes=vector_cache_bytes)

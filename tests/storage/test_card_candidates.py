@@ -1,6 +1,7 @@
 """Tests of ``CardStore.candidates``: the rankings of a hybrid search in one statement."""
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -8,6 +9,7 @@ from card_samples import MODEL, new_card, unit_vector
 
 import storage.card_queries
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
+from storage.card_search import Candidates
 
 DAY = datetime(2025, 5, 8, tzinfo=UTC)
 WEEK = (DAY, DAY + timedelta(days=7))
@@ -121,3 +123,26 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
     monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 10_000)
     small = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
     assert [m.card_id for m in small.dense] == [m.card_id for m in exact.dense]
+
+
+def test_searches_from_many_threads_at_once_get_what_one_at_a_time_gets(
+    store: CardStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(store, user_id)
+    queries = [unit_vector(f"query {i}") for i in range(16)]
+
+    def search(query: list[float]) -> Candidates:
+        return store.candidates(user_id, query, ["tea"], limit=8)
+
+    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)  # the HNSW index
+    big_alone = [search(q) for q in queries]
+    with ThreadPoolExecutor(8) as pool:
+        big_together = list(pool.map(search, queries))
+    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 10_000)
+    search(queries[0])  # holds the user's vectors
+    alone = [search(q) for q in queries]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(search, queries))
+
+    assert big_together == big_alone
+    assert together == alone
