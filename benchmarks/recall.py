@@ -19,6 +19,7 @@ as a process runs it (``hybrid``: the user's current vectors held in memory afte
 search, ``storage.card_vectors``) and with no vectors held (``sql``: the exact scan in SQL).
 Last, ``Memory.prepare`` with recall on for the 10k user: storing the input, the window, the
 pins, the query rewrite, MiniLM embedding the query, the search and assembling the context.
+Each row ends with the CPU steal during its timed calls (``benchmarks.machine``).
 """
 
 import argparse
