@@ -83,7 +83,7 @@ class InvalidHistoryError(StratamemError, ValueError):
             problem if isinstance(problem, Problem) else Problem(None, problem)
             for problem in problems
         ]
-        listed = "; ".join(map(str, self.problems))
+        listed = _first_few([str(problem) for problem in self.problems], "problems")
         super().__init__(f"invalid message history ({len(self.problems)} problem(s)): {listed}")
 
 
@@ -115,7 +115,8 @@ class RecordConflictError(StratamemError, ValueError):
 
     def __init__(self, conflicts: list[str]) -> None:
         self.conflicts = list(conflicts)
-        super().__init__("record conflicts with stored messages: " + "; ".join(self.conflicts))
+        listed = _first_few(self.conflicts, "conflicts")
+        super().__init__(f"record conflicts with stored messages: {listed}")
 
 
 class ContextOverflowError(StratamemError, ValueError):
@@ -165,3 +166,16 @@ class LLMError(StratamemError):
     The summariser catches it and degrades (retry, fallback model, raw archive); it never
     reaches the caller of a request.
     """
+
+
+#: How many problems or conflicts an error's message lists; its attribute holds them all.
+_LISTED = 10
+
+
+def _first_few(sentences: list[str], attribute: str) -> str:
+    """The first ``_LISTED`` sentences joined, and how many more the ``attribute`` holds: a
+    10,000-message batch breaks in 10,000 places, and a message of all of them (700 kB, seen)
+    buries the first in a log or an HTTP error."""
+    shown = "; ".join(sentences[:_LISTED])
+    hidden = len(sentences) - _LISTED
+    return shown if hidden <= 0 else f"{shown}; and {hidden} more (see .{attribute})"

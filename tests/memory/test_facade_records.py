@@ -106,6 +106,30 @@ def test_a_partly_stored_batch_is_a_conflict_and_stores_nothing(
     mem.prepare(user_id=user_id, session_id=session_id)  # not broken by the attempt
 
 
+def test_a_huge_conflicting_batch_gets_a_short_message_and_every_conflict_in_its_attribute(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    turns = [
+        message
+        for i in range(2_000)
+        for message in ({"role": "user", "content": f"q{i}", "id": f"q{i}"},
+                        {"role": "assistant", "content": f"a{i}"})
+    ]  # fmt: skip
+    mem.record(user_id=user_id, session_id=session_id, messages=turns)
+
+    # The answers carry no id: the batch is partly recognised, a conflict at every question.
+    with pytest.raises(RecordConflictError) as caught:
+        mem.record(user_id=user_id, session_id=session_id, messages=turns)
+
+    assert len(caught.value.conflicts) == 2_000
+    message = str(caught.value)
+    assert caught.value.conflicts[9] in message and caught.value.conflicts[10] not in message
+    assert message.endswith("; and 1990 more (see .conflicts)") and len(message) < 2_000
+    assert len(mem.history(user_id=user_id, session_id=session_id)) == 4_000  # nothing added
+    problems = InvalidHistoryError([f"message {i}: bad" for i in range(500)])
+    assert str(problems).endswith("message 9: bad; and 490 more (see .problems)")
+
+
 @pytest.mark.parametrize(
     ("changed", "what"),
     [
