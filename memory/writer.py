@@ -50,16 +50,17 @@ class SessionWriter:
                 content.
         """
         refuse_repeated_ids(batch)
-        if batch[0].role != "tool" and not find_problems(
+        valid_alone = batch[0].role != "tool" and not find_problems(
             [message.payload for message in batch], allow_pending_calls=True
-        ):
-            # Valid on its own and not answering a stored call: after a closed tail it is
-            # valid, and one statement stores it when the session's tail is closed.
+        )
+        if valid_alone:
+            # Not answering a stored call: after a closed tail it is valid, and one statement
+            # stores it when the session's tail is closed.
             stored = self._messages.append_after_closed_tail(user_id, session_id, batch)
             if stored is not None:
                 return stored
         try:
-            return self._append(user_id, session_id, batch)
+            return self._append(user_id, session_id, batch, valid_alone=valid_alone)
         except InvalidHistoryError as error:
             self._explain_late_results(user_id, session_id, batch, error)
             raise
@@ -118,8 +119,12 @@ class SessionWriter:
         batch: list[NewMessage],
         *,
         expected_open: list[OpenCall] | None = None,
+        valid_alone: bool = False,
     ) -> list[StoredMessage]:
         """Store a batch whole, or recognise it as a replay of stored messages; nothing else.
+
+        ``valid_alone`` says the batch was checked on its own already: against an empty tail
+        (a new session) it is not checked again.
 
         Raises:
             RecordConflictError: some messages are stored and others not, or stored with
@@ -138,7 +143,8 @@ class SessionWriter:
                 now_open = open_calls(tail)
                 if now_open != expected_open:
                     raise _TailChanged(now_open)
-            _check_structure(tail, fresh)
+            if not (valid_alone and not tail and len(fresh) == len(batch)):
+                _check_structure(tail, fresh)
 
         stored = self._messages.append(user_id, session_id, batch, validate=validate)
         if not validated:  # every message was found stored under its client id
