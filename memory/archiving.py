@@ -45,13 +45,16 @@ class MessageArchiving:
 
         Returns:
             How many messages were archived.
+
+        Raises:
+            SessionErasedError: The session was erased meanwhile; what is left is not stored.
         """
         mark = self._marks.get(user_id, session_id)
         if through is not None and through <= mark:
             return 0
         _, archived = self.archive(user_id, session_id, mark, through)
         if archived:
-            self._marks.advance(user_id, session_id, max(archived))
+            self._marks.advance(user_id, session_id, archived[-1])
         return len(archived)
 
     def archive_mark(self, user_id: str, session_id: str) -> int:
@@ -63,23 +66,26 @@ class MessageArchiving:
         user_id: str,
         session_id: str,
         after_seq: int,
-        upto_seq: int,
+        upto: StoredMessage,
         extracted: Sequence[ExtractedDraft],
     ) -> int:
-        """Archive a fold's messages ``after_seq < seq <= upto_seq`` with cards extracted already.
+        """Archive a fold's messages ``after_seq < seq <= upto.seq`` with cards extracted already.
 
         For a fold whose summariser call extracted its cards too (``memory.shared_fold``): the
-        turn cards and ``extracted`` are stored, then the archive mark moves to ``upto_seq``,
-        so no later archive reads these messages again (and none extracts them twice). A crash
+        turn cards and ``extracted`` are stored, then the archive mark moves to ``upto``, so
+        no later archive reads these messages again (and none extracts them twice). A crash
         before the mark moves leaves cards the retry stores again, which the store merges.
 
         Returns:
-            How many messages were archived (0 when ``upto_seq`` is archived already).
+            How many messages were archived (0 when ``upto`` is archived already).
+
+        Raises:
+            SessionErasedError: The session was erased meanwhile; what is left is not stored.
         """
-        if upto_seq <= after_seq:
+        if upto.seq <= after_seq:
             return 0
-        _, archived = self.archive(user_id, session_id, after_seq, upto_seq, extracted=extracted)
-        self._marks.advance(user_id, session_id, upto_seq)
+        _, archived = self.archive(user_id, session_id, after_seq, upto.seq, extracted=extracted)
+        self._marks.advance(user_id, session_id, upto)
         return len(archived)
 
     def archive(
@@ -90,7 +96,7 @@ class MessageArchiving:
         upto_seq: int | None,
         *,
         extracted: Sequence[ExtractedDraft] | None = None,
-    ) -> tuple[list[Card], list[int]]:
+    ) -> tuple[list[Card], list[StoredMessage]]:
         """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
         Cards are extracted by the chat model (by rules offline, or when every attempt failed),
@@ -104,8 +110,12 @@ class MessageArchiving:
         temperature 0; a reworded card merges as a near-duplicate).
 
         Returns:
-            The stored cards (existing ones included), and the seqs of the messages read in the
-            range (tool and empty messages included: they are archived as nothing).
+            The stored cards (existing ones included), and the messages read in the range, in
+            order (tool and empty messages included: they are archived as nothing).
+
+        Raises:
+            SessionErasedError: The session was erased since its messages were read: the
+                cards of the batch being stored are not stored (``storage.erasure``).
         """
         lower = max(0, after_seq - _NEIGHBOUR_MARGIN)
         upper = None if upto_seq is None else upto_seq + _NEIGHBOUR_MARGIN
@@ -143,8 +153,7 @@ class MessageArchiving:
             extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
             batch = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
             cards += self._writer.write(user_id, batch)
-        seqs = [stored.seq for stored in loaded if archived(stored)]
-        return cards, seqs
+        return cards, [stored for stored in loaded if archived(stored)]
 
 
 def source_message(stored: StoredMessage, message: Message) -> SourceMessage | None:
@@ -196,7 +205,9 @@ def _stored_draft(
         topic=_storable(draft.topic) if draft.topic else None,
         tags=[_storable(tag) for tag in draft.tags],
         session_id=session_id,
-        source_message_ids=[s.id for s in sources],
+        # The ids the card was extracted from, not those found again now: stored only while
+        # the session holds them (``storage.erasure``), erased or not since.
+        source_message_ids=[int(i) for i in draft.source_ids] or [s.id for s in sources],
         source_client_ids=[s.client_id for s in sources if s.client_id is not None],
         observed_at=draft.observed_at,
         occurred_at=draft.occurred_at,

@@ -6,7 +6,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -39,12 +39,13 @@ from storage import (
     CardFilter,
     CardType,
     Database,
+    Erased,
     InvalidInputError,
     StoredMessage,
     SummaryRecord,
     check_encodable,
     check_text,
-    erase_conversations,
+    erase,
 )
 
 __all__ = ["Forgotten", "Memory", "OpenCall"]
@@ -273,33 +274,32 @@ class Memory:
     ) -> Forgotten:
         """Delete for real: one card, one session, or (neither given) everything of the user.
 
-        A session goes with its messages, summary, jobs and cards; everything of the user is
-        every session and every card (pins included).
+        A session goes with its messages, summary, jobs, archive mark and cards; everything of
+        the user is every session and every card (pins included). In one transaction, from
+        every table, whatever the settings (long-term memory off included) and without loading
+        an embedder. Every process sees it on its next request: a cached window is checked
+        against the stored messages by the request's own statement, and every write made from
+        messages read before the erasure (a fold, an archive, a reply) is refused.
 
         Returns:
-            How many messages, summaries, cards and jobs were deleted (for the caller to say).
+            How many rows were deleted, by table (for the caller to say).
 
         Raises:
             CardNotFoundError: ``card_id`` is not one of the user's cards.
-            ValueError: both ``card_id`` and ``session_id`` were given.
+            InvalidInputError: both ``card_id`` and ``session_id`` were given, or an id is
+                not usable.
         """
         if card_id is not None and session_id is not None:
-            raise ValueError("forget one card (card_id) or one session (session_id), not both")
-        longterm = self._parts.longterm
-        if card_id is not None:
-            if longterm is None or not longterm.store.delete(user_id, card_id=card_id):
-                raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
-            return Forgotten(messages=0, summaries=0, cards=1, jobs=0)
-        # Messages first: a fold racing the erasure then finds nothing left to archive.
-        erased = erase_conversations(self._database, user_id, session_id)
-        self._parts.recent.forget(user_id, session_id)
-        self._parts.queued.forget(user_id, session_id)
-        cards = 0
-        if longterm is not None:
-            cards = longterm.store.delete(user_id, session_id=session_id)
-        return Forgotten(
-            messages=erased.messages, summaries=erased.summaries, cards=cards, jobs=erased.jobs
-        )
+            raise InvalidInputError(
+                "forget one card (card_id) or one session (session_id), not both"
+            )
+        erased = erase(self._database, user_id, session_id=session_id, card_id=card_id)
+        if card_id is not None and erased.cards == 0:
+            raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
+        if card_id is None:
+            self._parts.recent.forget(user_id, session_id)
+            self._parts.queued.forget(user_id, session_id)
+        return Forgotten(**{f.name: getattr(erased, f.name) for f in fields(erased)})
 
     def end_session(self, *, user_id: str, session_id: str) -> None:
         """Archive every message of the session not archived yet, as turn and extracted cards.
@@ -329,6 +329,7 @@ class Memory:
         user_id: str,
         session_id: str,
         messages: Sequence[Mapping[str, Any] | BaseModel],
+        reply_to: AssembledContext | None = None,
     ) -> list[StoredMessage]:
         """Append messages to the session in one transaction: all of them or none.
 
@@ -342,6 +343,11 @@ class Memory:
         as pydantic's JSON mode does). All three are returned by ``history`` and never sent to
         the model. Tool results must answer an open call of the session.
 
+        ``reply_to`` is the context (from ``prepare``) the messages answer, e.g. the model's
+        reply to it: they are stored only if the session was not erased (``forget``, in any
+        process) since that context was assembled; else ``SessionErasedError``, and nothing is
+        stored, not even into a session of the same name started again meanwhile.
+
         Once the messages after the summary boundary pass the fold trigger, the fold is queued
         (background mode) or done now, with the archiving of what it folds as cards (inline
         mode), as ``prepare`` would: ``prepare`` need never be called for a session to be
@@ -354,6 +360,7 @@ class Memory:
             RecordConflictError: the batch is partly stored, or an id is stored with other
                 content; nothing is stored.
             ContextOverflowError: a non-tool message alone is larger than the history budget.
+            storage.SessionErasedError: with ``reply_to``, the session was erased since.
         """
         batch = [
             self._parts.new_message(index, *parse_input(index, data))
@@ -361,7 +368,8 @@ class Memory:
         ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing
-        stored = self._parts.writer.record(user_id, session_id, batch)
+        after = reply_to.report.newest if reply_to is not None else None
+        stored = self._parts.writer.record(user_id, session_id, batch, after=after)
         self._folding.fold_when_due(user_id, session_id)
         return stored
 
@@ -465,29 +473,20 @@ class Memory:
 
 
 @dataclass(frozen=True, slots=True)
-class Forgotten:
-    """What one ``Memory.forget`` deleted, counted by kind.
-
-    Attributes:
-        messages: stored messages.
-        summaries: rolling summaries.
-        cards: long-term memory cards (pins included).
-        jobs: background jobs of the forgotten sessions, whatever their state.
-    """
-
-    messages: int
-    summaries: int
-    cards: int
-    jobs: int
+class Forgotten(Erased):
+    """What one ``Memory.forget`` deleted, counted by table (see ``storage.Erased``)."""
 
     def describe(self) -> str:
-        """One line for people, e.g. ``12 messages, 1 summary, 5 cards, 2 jobs``."""
+        """One line for people, e.g. ``12 messages, 1 summary, 5 cards (31 keyword terms),
+        2 jobs, 1 archive mark, 1 session``."""
         counts = (
             (self.messages, "message", "messages"),
             (self.summaries, "summary", "summaries"),
             (self.cards, "card", "cards"),
             (self.jobs, "job", "jobs"),
+            (self.archive_marks, "archive mark", "archive marks"),
+            (self.sessions, "session", "sessions"),
         )
-        return ", ".join(
-            f"{number:,} {one if number == 1 else many}" for number, one, many in counts
-        )
+        described = [f"{number:,} {one if number == 1 else many}" for number, one, many in counts]
+        described[2] += f" ({self.card_terms:,} keyword term{'' if self.card_terms == 1 else 's'})"
+        return ", ".join(described)

@@ -106,17 +106,21 @@ def record_reply(
     *,
     user_id: str,
     session_id: str,
+    context: AssembledContext | None = None,
 ) -> list[StoredMessage]:
     """Store what the model returned: an assistant message (tool calls included).
 
     ``reply`` is ``response.choices[0].message`` or its dict; response-only fields are left
-    out. The next ``context_for`` recognises it when the loop sends it back.
+    out. The next ``context_for`` recognises it when the loop sends it back. ``context`` is
+    the context the model answered (``context_for``'s): the reply is stored only if the
+    session was not erased since (``Memory.record``'s ``reply_to``).
 
     Raises:
         InvalidHistoryError: the reply is not a message the chat API would accept back.
+        storage.SessionErasedError: with ``context``, the session was erased since.
         storage.StorageError: the database failed.
     """
-    return memory.record(user_id=user_id, session_id=session_id, messages=[reply])
+    return memory.record(user_id=user_id, session_id=session_id, messages=[reply], reply_to=context)
 
 
 def split_request(messages: Sequence[Mapping[str, Any] | BaseModel]) -> Request:

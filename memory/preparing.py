@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
-from memory.context.report import Dropped, InterruptedCall, RecallState
+from memory.context.report import Dropped, InterruptedCall, MessageRef, RecallState
 from memory.errors import InvalidHistoryError
 from memory.folding import Folding
 from memory.intake import name_stored, parse_input
@@ -224,6 +224,7 @@ def _named_by_seq(
         interrupted_calls=interrupted,
         archived=archived,
         recall=recall,
+        newest=MessageRef(stored[-1].seq, stored[-1].id) if stored else None,
     )
     return AssembledContext(context.messages, report)
 

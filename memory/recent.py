@@ -1,8 +1,12 @@
 """The recent messages of each session (those after its summary boundary), cached in-process.
 
 Stored messages never change and a session's seqs are contiguous and committed in order, so a
-cached run of messages stays true forever: each request reads only the rows added since the last
-one, and drops what the summary boundary or the token budget has left behind.
+cached run of messages stays true until the session is erased: each request reads only the rows
+added since the last one, and drops what the summary boundary or the token budget has left
+behind. Erasure (``forget``, in this process or any other) is seen by the request's own
+statement: it reads after the cached run only while the session still holds the run's newest
+message under its id (ids are never reused), and otherwise reads afresh and the cache is
+replaced.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
 from memory.context.units import fit_newest_start, turn_start, unit_spans
 from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
+from storage.sessions import WindowRead
 
 __all__ = ["RecentMessages", "RecentWindow", "WindowCounter"]
 
@@ -88,31 +93,21 @@ class RecentMessages:
         with self._lock:
             return self._cached_bytes
 
-    def load(self, user_id: str, session_id: str, *, after_seq: int, budget: int) -> RecentWindow:
-        """The newest messages after ``after_seq`` until their tokens exceed ``budget``.
+    def load_with_summary(
+        self, user_id: str, session_id: str, *, budget: int
+    ) -> tuple[SummaryRecord | None, RecentWindow]:
+        """The session's summary and its newest messages after the boundary until their tokens
+        exceed ``budget``, read in one statement.
 
         The window reaches back at least to the last user message (the current turn is whole)
         and starts at a unit start (never on a tool result). The cost follows the number of
         new messages, not the length of the session.
         """
         cached = self._cached(user_id, session_id, budget)
-        start = after_seq if cached is None else max(after_seq, cached.last_seq)
-        records = self._store.walk_back(user_id, session_id, after_seq=start, batch=_BATCH)
-        return self._build((user_id, session_id), cached, after_seq, start, records, budget)
-
-    def load_with_summary(
-        self, user_id: str, session_id: str, *, budget: int
-    ) -> tuple[SummaryRecord | None, RecentWindow]:
-        """The session's summary and ``load`` after its boundary, read on one connection."""
-        cached = self._cached(user_id, session_id, budget)
-        floor = 0 if cached is None else cached.last_seq
-        summary, records = self._store.walk_back_after_summary(
-            user_id, session_id, floor=floor, batch=_BATCH
+        read = self._store.walk_back_after_summary(
+            user_id, session_id, held=_newest(cached), batch=_BATCH
         )
-        after_seq = summary.boundary_seq if summary else 0
-        start = max(after_seq, floor)
-        key = (user_id, session_id)
-        return summary, self._build(key, cached, after_seq, start, records, budget)
+        return read.summary, self._build_read((user_id, session_id), cached, read, budget)
 
     def append_and_load(
         self, user_id: str, session_id: str, new: NewMessage, *, budget: int
@@ -126,15 +121,23 @@ class RecentMessages:
             client id, a concurrent append).
         """
         cached = self._cached(user_id, session_id, budget)
-        floor = 0 if cached is None else cached.last_seq
-        appended = self._store.append_input(user_id, session_id, new, floor=floor, batch=_BATCH)
+        appended = self._store.append_input(
+            user_id, session_id, new, held=_newest(cached), batch=_BATCH
+        )
         if appended is None:
             return None
-        stored, summary, records = appended
-        after_seq = summary.boundary_seq if summary else 0
-        start = max(after_seq, floor)
-        key = (user_id, session_id)
-        return stored, summary, self._build(key, cached, after_seq, start, records, budget)
+        stored, read = appended
+        return stored, read.summary, self._build_read((user_id, session_id), cached, read, budget)
+
+    def _build_read(
+        self, key: tuple[str, str], cached: RecentWindow | None, read: WindowRead, budget: int
+    ) -> RecentWindow:
+        """The window from the cached one and what the window statement read after it."""
+        if cached is not None and read.floor != cached.last_seq:
+            cached = None  # the session no longer holds the cached messages: erased
+        after_seq = read.summary.boundary_seq if read.summary else 0
+        start = max(after_seq, read.floor)
+        return self._build(key, cached, after_seq, start, read.messages, budget)
 
     def _cached(self, user_id: str, session_id: str, budget: int) -> RecentWindow | None:
         """The session's cached window, unless it was cut to a smaller budget than ``budget``."""
@@ -240,6 +243,12 @@ def _record_bytes(record: StoredMessage, rendering: dict[str, Any]) -> int:
 
 def _seq(record: StoredMessage) -> int:
     return record.seq
+
+
+def _newest(window: RecentWindow | None) -> StoredMessage | None:
+    """The newest message of a cached window (at its ``last_seq``: empty windows are not
+    cached), which the session must still hold for the window to be its own."""
+    return window.stored[-1] if window is not None else None
 
 
 def _rendering(payload: dict[str, Any], message: Message) -> dict[str, Any]:

@@ -325,5 +325,5 @@ class ArchivingFold:
             for row, message in zip(stored, folded, strict=True)
         ]
         result = self.shared.fold(previous, lines)
-        longterm.store_fold(user_id, session_id, mark, stored[-1].seq, result.extraction.cards)
+        longterm.store_fold(user_id, session_id, mark, stored[-1], result.extraction.cards)
         return result.summary

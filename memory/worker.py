@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
-from storage import DatabaseUnavailableError, Job
+from storage import DatabaseUnavailableError, Job, SessionErasedError
 
 __all__ = [
     "CARDS",
@@ -208,6 +208,13 @@ class Worker:
             # the database is back (the queue schedules the retry), not after the lease.
             self._unsettled = (job, f"database unavailable: {error}")
             raise
+        except SessionErasedError:
+            # ``forget`` ran while the job worked: what it made is not stored (each derived
+            # write checks), and there is nothing left to redo. The job is done.
+            logger.info(
+                "job %s: session %s was erased meanwhile; result dropped", job.id, job.session_id
+            )
+            self._unsettled = (job, None)
         except Exception as error:
             # Degradation point: one session's failure must not stop the worker serving the
             # others. The summariser never raises for LLM failures, so this is a database or

@@ -17,7 +17,7 @@ from memory.errors import (
     ToolCallInterruptedError,
 )
 from memory.intake import check_replay, name_stored, refuse_repeated_ids
-from storage import MessageStore, NewMessage, StoredMessage
+from storage import MessageAt, MessageStore, NewMessage, StoredMessage
 
 __all__ = ["SessionWriter"]
 
@@ -39,8 +39,18 @@ class SessionWriter:
         self._messages = messages
         self._counter = counter
 
-    def record(self, user_id: str, session_id: str, batch: list[NewMessage]) -> list[StoredMessage]:
+    def record(
+        self,
+        user_id: str,
+        session_id: str,
+        batch: list[NewMessage],
+        *,
+        after: MessageAt | None = None,
+    ) -> list[StoredMessage]:
         """Store ``batch`` whole, or return the stored messages when it is an exact replay.
+
+        With ``after`` (the newest message of the context a reply answers), only while the
+        session still holds that message.
 
         Raises:
             InvalidHistoryError: a client id twice in the batch, or the batch breaks the
@@ -48,6 +58,7 @@ class SessionWriter:
                 its call was closed as interrupted).
             RecordConflictError: the batch is partly stored, or an id is stored with other
                 content.
+            SessionErasedError: with ``after``, the session was erased since.
         """
         refuse_repeated_ids(batch)
         valid_alone = batch[0].role != "tool" and not find_problems(
@@ -56,11 +67,13 @@ class SessionWriter:
         if valid_alone:
             # Not answering a stored call: after a closed tail it is valid, and one statement
             # stores it when the session's tail is closed.
-            stored = self._messages.append_after_closed_tail(user_id, session_id, batch)
+            stored = self._messages.append_after_closed_tail(
+                user_id, session_id, batch, after=after
+            )
             if stored is not None:
                 return stored
         try:
-            return self._append(user_id, session_id, batch, valid_alone=valid_alone)
+            return self._append(user_id, session_id, batch, valid_alone=valid_alone, after=after)
         except InvalidHistoryError as error:
             self._explain_late_results(user_id, session_id, batch, error)
             raise
@@ -120,6 +133,7 @@ class SessionWriter:
         *,
         expected_open: list[OpenCall] | None = None,
         valid_alone: bool = False,
+        after: MessageAt | None = None,
     ) -> list[StoredMessage]:
         """Store a batch whole, or recognise it as a replay of stored messages; nothing else.
 
@@ -146,7 +160,7 @@ class SessionWriter:
             if not (valid_alone and not tail and len(fresh) == len(batch)):
                 _check_structure(tail, fresh)
 
-        stored = self._messages.append(user_id, session_id, batch, validate=validate)
+        stored = self._messages.append(user_id, session_id, batch, validate=validate, after=after)
         if not validated:  # every message was found stored under its client id
             check_replay(batch, stored)
         return stored

@@ -12,12 +12,24 @@ from storage.cards import (
     content_hash,
 )
 from storage.engine import Database, default_data_dir
-from storage.erasure import erase_conversations
-from storage.errors import DatabaseUnavailableError, InvalidInputError, StorageError
+from storage.erasure import Erased, erase
+from storage.errors import (
+    DatabaseUnavailableError,
+    InvalidInputError,
+    SessionErasedError,
+    StorageError,
+)
 from storage.inputs import MAX_ID_LENGTH, check_encodable, check_text
 from storage.jobs import JobQueue
 from storage.migrations import EMBEDDING_DIM, MIGRATIONS, Migration, migrate
-from storage.records import Job, NewMessage, StoredMessage, SummaryKind, SummaryRecord
+from storage.records import (
+    Job,
+    MessageAt,
+    NewMessage,
+    StoredMessage,
+    SummaryKind,
+    SummaryRecord,
+)
 from storage.sessions import MessageStore, Validator
 from storage.summaries import SummaryStore
 
@@ -34,14 +46,17 @@ __all__ = [
     "Database",
     "DatabaseUnavailableError",
     "EmbeddingModelMismatchError",
+    "Erased",
     "IdleSession",
     "InvalidInputError",
     "Job",
     "JobQueue",
+    "MessageAt",
     "MessageStore",
     "Migration",
     "NewCard",
     "NewMessage",
+    "SessionErasedError",
     "StorageError",
     "StoredMessage",
     "SummaryKind",
@@ -52,6 +67,6 @@ __all__ = [
     "check_text",
     "content_hash",
     "default_data_dir",
-    "erase_conversations",
+    "erase",
     "migrate",
 ]

@@ -5,7 +5,9 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from storage.engine import Database
+from storage.erasure import lock_source
 from storage.inputs import check_id
+from storage.records import StoredMessage
 
 __all__ = ["ArchiveMarks", "IdleSession"]
 
@@ -55,15 +57,22 @@ class ArchiveMarks:
             ).scalar_one_or_none()
         return int(found or 0)
 
-    def advance(self, user_id: str, session_id: str, seq: int) -> int:
-        """Record the session archived through ``seq``; a mark never moves back.
+    def advance(self, user_id: str, session_id: str, through: StoredMessage) -> int:
+        """Record the session archived through message ``through``; a mark never moves back.
+
+        Only while the session still holds ``through`` as it was read (``storage.erasure``):
+        a mark never outlives an erasure, nor lands in a session started again.
 
         Returns:
             The mark now stored.
+
+        Raises:
+            SessionErasedError: The session no longer holds ``through``; nothing was stored.
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
         with self._database.transaction() as session:
+            lock_source(session.connection(), user_id, session_id, through.seq, through.id)
             stored = session.execute(
                 text(
                     "INSERT INTO archive_marks (user_id, session_id, archived_seq) "
@@ -72,7 +81,7 @@ class ArchiveMarks:
                     "SET archived_seq = greatest(archive_marks.archived_seq, :seq) "
                     "RETURNING archived_seq"
                 ),
-                {"user_id": user_id, "session_id": session_id, "seq": seq},
+                {"user_id": user_id, "session_id": session_id, "seq": through.seq},
             ).scalar_one()
         return int(stored)
 

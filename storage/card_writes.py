@@ -14,6 +14,7 @@ from sqlalchemy.types import BigInteger, Text
 from storage.card_records import Card, NewCard, content_hash
 from storage.card_rows import CARD_COLUMNS, card_of, qualified, unit_vector, vector_literal
 from storage.engine import Database
+from storage.erasure import delete_cards, lock_sources
 from storage.errors import StorageError
 
 __all__ = ["CardWrites"]
@@ -28,7 +29,8 @@ class CardWrites:
         """Store cards; a card whose content the user already has merges its sources instead.
 
         Identity is the normalized content hash, enforced by a unique constraint, so two
-        processes adding the same card at once store one row.
+        processes adding the same card at once store one row. Cards made from messages
+        (``source_message_ids``) are stored only while every one of those is stored.
 
         Args:
             user_id: The owner.
@@ -36,6 +38,9 @@ class CardWrites:
 
         Returns:
             The stored cards, in the order given (a merged duplicate appears once per mention).
+
+        Raises:
+            SessionErasedError: A source message was erased since it was read; nothing stored.
         """
         if not cards:
             return []
@@ -63,6 +68,8 @@ class CardWrites:
         added_terms = 0
         with self._database.transaction() as session:
             connection = session.connection()
+            # Cards made from messages are stored only while those are (``storage.erasure``).
+            lock_sources(connection, user_id, [i for c in cards for i in c.source_message_ids])
             # One lock order for every writer (by hash), so two batches cannot deadlock.
             for key in sorted(merged):
                 row, inserted = _upsert(connection, user_id, key, merged[key])
@@ -163,6 +170,7 @@ class CardWrites:
 
         Raises:
             LookupError: The card is not one of the user's.
+            SessionErasedError: A source message was erased since it was read.
         """
         statement = text(
             f"""
@@ -181,6 +189,7 @@ class CardWrites:
             bindparam("client_ids", type_=ARRAY(Text)),
         )
         with self._database.transaction() as session:
+            lock_sources(session.connection(), user_id, message_ids)
             row = session.execute(
                 statement,
                 {
@@ -217,6 +226,8 @@ class CardWrites:
     ) -> int:
         """Delete cards for real: one card, a session's cards, or (neither given) all the user's.
 
+        Only cards: ``storage.erase`` deletes a session or a user with everything else.
+
         Returns:
             How many cards were deleted.
         """
@@ -229,32 +240,11 @@ class CardWrites:
             where += " AND session_id = :session_id"
             params["session_id"] = session_id
         with self._database.transaction() as session:
-            connection = session.connection()
-            gone = connection.execute(
-                text(f"DELETE FROM cards WHERE {where} RETURNING id, keyword_length"), params
-            ).all()
-            if not gone:
-                return 0
-            ids = [row.id for row in gone]
-            connection.execute(
-                text("DELETE FROM card_terms WHERE user_id = :user_id AND card_id = ANY(:ids)"),
-                {"user_id": user_id, "ids": ids},
+            whole_user = card_id is None and session_id is None
+            deleted, _ = delete_cards(
+                session.connection(), user_id, where, params, whole_user=whole_user
             )
-            # A card superseded by a deleted one keeps its valid_to: it was still replaced.
-            connection.execute(
-                text(
-                    "UPDATE cards SET superseded_by = NULL "
-                    "WHERE user_id = :user_id AND superseded_by = ANY(:ids)"
-                ),
-                {"user_id": user_id, "ids": ids},
-            )
-            _bump_stats(connection, user_id, -len(gone), -sum(r.keyword_length for r in gone))
-            # A user with no card left keeps no statistics either (forget leaves nothing).
-            connection.execute(
-                text("DELETE FROM card_stats WHERE user_id = :user_id AND cards <= 0"),
-                {"user_id": user_id},
-            )
-        return len(gone)
+        return deleted
 
 
 def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:

@@ -1,65 +1,245 @@
-"""``erase_conversations``: a user's sessions deleted for real (messages, summaries, jobs)."""
+"""Erasure for real (everything of a user, one session, or one card), and the check every write
+made from earlier reads makes against it.
 
-from dataclasses import dataclass
+``erase`` deletes in one transaction, from every table, whatever the settings: no card store,
+no embedder, nothing but SQL. It locks the erased sessions first (``FOR UPDATE``).
+
+Why a check: a fold's summary and cards, an archive mark, a reply to an assembled context are
+each made from messages read earlier (milliseconds or an LLM call before they are stored). If
+``erase`` ran in between, storing them would bring back what the user asked to forget, perhaps
+into a session that already started again under the same name. So each such write first locks
+its session row (``FOR KEY SHARE``) and checks that the messages it was made from are still
+stored under the ids it read (``lock_source``, ``lock_sources``): a message id is never reused,
+so a session erased and started again fails the check. The locks order the two: a write that
+locked first is stored, then erased with the rest; one that comes after finds its messages
+gone and raises ``SessionErasedError``, storing nothing.
+
+Deleted rows stay in Postgres's data files and write-ahead log until they are vacuumed and the
+WAL segments recycled (README, "Erasure").
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from storage.engine import Database
+from storage.errors import SessionErasedError
 from storage.inputs import check_id
 
-__all__ = ["ErasedConversations", "erase_conversations"]
-
-# Children before the sessions they reference.
-_TABLES = ("jobs", "archive_marks", "session_summaries", "messages", "sessions")
+__all__ = ["Erased", "delete_cards", "erase", "lock_source", "lock_sources"]
 
 
 @dataclass(frozen=True, slots=True)
-class ErasedConversations:
-    """How many rows one erasure deleted, so a caller can say what is gone.
+class Erased:
+    """How many rows one erasure deleted, by table, so a caller can say what is gone.
 
     Attributes:
         messages: stored messages.
         summaries: rolling summaries (at most one per session).
+        cards: long-term memory cards, pins included.
         jobs: background jobs, whatever their state (pending, running, done, failed).
+        card_terms: the cards' keyword terms.
+        archive_marks: how far each session was archived as cards.
         sessions: the sessions themselves.
     """
 
-    messages: int
-    summaries: int
-    jobs: int
-    sessions: int
+    messages: int = 0
+    summaries: int = 0
+    cards: int = 0
+    jobs: int = 0
+    card_terms: int = 0
+    archive_marks: int = 0
+    sessions: int = 0
+
+    def by_table(self) -> dict[str, int]:
+        """The counts keyed by table name (summaries are ``session_summaries``)."""
+        counts = {field.name: getattr(self, field.name) for field in fields(self)}
+        counts["session_summaries"] = counts.pop("summaries")
+        return counts
 
 
-def erase_conversations(
-    database: Database, user_id: str, session_id: str | None = None
-) -> ErasedConversations:
-    """Delete one session of the user, or (``session_id`` None) every session, in one transaction.
+# The tables of a session's conversation, children before the sessions they reference.
+_CONVERSATION = (
+    ("jobs", "jobs"),
+    ("archive_marks", "archive_marks"),
+    ("summaries", "session_summaries"),
+    ("messages", "messages"),
+    ("sessions", "sessions"),
+)
 
-    Messages, rolling summaries, jobs (pending, running or done), archive marks and the sessions
-    themselves go; cards are the card store's (``CardStore.delete``).
+
+def erase(
+    database: Database,
+    user_id: str,
+    *,
+    session_id: str | None = None,
+    card_id: int | None = None,
+) -> Erased:
+    """Delete for real, in one transaction: one card, one session, or everything of the user.
+
+    A session goes with its messages, summary, jobs, archive mark and cards (their terms too);
+    the whole user is every session and every card (pins included) and the keyword statistics.
+    A card that a deleted card had superseded keeps its ``valid_to``: it was still replaced.
 
     Returns:
-        How many messages, summaries, jobs and sessions were deleted.
+        How many rows went, by table (all zero for a user or session nobody has).
 
     Raises:
         InvalidInputError: An id is not usable.
+        ValueError: Both ``session_id`` and ``card_id`` were given.
     """
     check_id("user_id", user_id)
+    if session_id is not None and card_id is not None:
+        raise ValueError("erase one card or one session, not both")
     where = "user_id = :user_id"
     params: dict[str, Any] = {"user_id": user_id}
     if session_id is not None:
         check_id("session_id", session_id)
         where += " AND session_id = :session_id"
         params["session_id"] = session_id
-    deleted: dict[str, int] = {}
+    counts: dict[str, int] = {}
     with database.transaction() as session:
-        for table in _TABLES:
-            result = session.execute(text(f"DELETE FROM {table} WHERE {where}"), params)
-            deleted[table] = result.rowcount  # type: ignore[attr-defined]  # a CursorResult
-    return ErasedConversations(
-        messages=deleted["messages"],
-        summaries=deleted["session_summaries"],
-        jobs=deleted["jobs"],
-        sessions=deleted["sessions"],
+        connection = session.connection()
+        if card_id is None:
+            # The sessions first: a derived write that holds one is stored before this goes
+            # on (and is deleted with the rest); one that comes later finds it gone.
+            connection.execute(
+                text(f"SELECT 1 FROM sessions WHERE {where} ORDER BY session_id FOR UPDATE"),
+                params,
+            )
+            for name, table in _CONVERSATION:
+                counts[name] = _rowcount(
+                    connection.execute(text(f"DELETE FROM {table} WHERE {where}"), params)
+                )
+            cards_where = where
+        else:
+            cards_where = "user_id = :user_id AND id = :card_id"
+            params["card_id"] = card_id
+        counts["cards"], counts["card_terms"] = delete_cards(
+            connection,
+            user_id,
+            cards_where,
+            params,
+            whole_user=session_id is None and card_id is None,
+        )
+    return Erased(**counts)
+
+
+def delete_cards(
+    connection: Connection,
+    user_id: str,
+    where: str,
+    params: dict[str, Any],
+    *,
+    whole_user: bool,
+) -> tuple[int, int]:
+    """Delete the user's cards that ``where`` selects, their terms, and their share of the
+    keyword statistics (all of them with ``whole_user``); (cards, terms) deleted."""
+    gone = connection.execute(
+        text(f"DELETE FROM cards WHERE {where} RETURNING id, keyword_length"), params
+    ).all()
+    if whole_user:
+        terms = connection.execute(
+            text("DELETE FROM card_terms WHERE user_id = :user_id"), {"user_id": user_id}
+        )
+        connection.execute(
+            text("DELETE FROM card_stats WHERE user_id = :user_id"), {"user_id": user_id}
+        )
+        return len(gone), _rowcount(terms)
+    if not gone:
+        return 0, 0
+    ids = [row.id for row in gone]
+    terms = connection.execute(
+        text("DELETE FROM card_terms WHERE user_id = :user_id AND card_id = ANY(:ids)"),
+        {"user_id": user_id, "ids": ids},
     )
+    connection.execute(
+        text(
+            "UPDATE cards SET superseded_by = NULL "
+            "WHERE user_id = :user_id AND superseded_by = ANY(:ids)"
+        ),
+        {"user_id": user_id, "ids": ids},
+    )
+    # Fewer cards, a new card version (``storage.card_vectors``); none left, no statistics.
+    connection.execute(
+        text(
+            "UPDATE card_stats SET cards = cards - :cards, "
+            "keyword_length = keyword_length - :length, "
+            "version = nextval('card_stats_version_seq') WHERE user_id = :user_id"
+        ),
+        {
+            "user_id": user_id,
+            "cards": len(gone),
+            "length": sum(row.keyword_length for row in gone),
+        },
+    )
+    connection.execute(
+        text("DELETE FROM card_stats WHERE user_id = :user_id AND cards <= 0"),
+        {"user_id": user_id},
+    )
+    return len(gone), _rowcount(terms)
+
+
+def lock_source(
+    connection: Connection, user_id: str, session_id: str, seq: int, message_id: int
+) -> None:
+    """Hold the session against erasure for this transaction, if message ``seq`` is still the
+    one with ``message_id`` (what the caller's write was made from).
+
+    Raises:
+        SessionErasedError: The session or that message is gone: it was erased since it was
+            read (or, for a session started again, replaced).
+    """
+    held = connection.execute(
+        text(
+            "SELECT 1 FROM sessions AS s "
+            "WHERE s.user_id = :user_id AND s.session_id = :session_id AND EXISTS ("
+            "  SELECT FROM messages AS m WHERE m.user_id = :user_id "
+            "  AND m.session_id = :session_id AND m.seq = :seq AND m.id = :message_id"
+            ") FOR KEY SHARE OF s"
+        ),
+        {"user_id": user_id, "session_id": session_id, "seq": seq, "message_id": message_id},
+    ).first()
+    if held is None:
+        raise SessionErasedError(
+            f"session {session_id[:64]!r} of user {user_id[:64]!r} does not hold message {seq} "
+            "as it was read (erased since?); nothing was stored"
+        )
+
+
+def lock_sources(connection: Connection, user_id: str, message_ids: Sequence[int]) -> None:
+    """Hold the sessions of the user's messages ``message_ids`` against erasure for this
+    transaction, if every one of them is still stored.
+
+    Raises:
+        SessionErasedError: One of them is gone (erased since it was read).
+    """
+    wanted = sorted(set(message_ids))
+    if not wanted:
+        return
+    params = {"user_id": user_id, "ids": wanted}
+    connection.execute(
+        text(
+            "SELECT 1 FROM sessions AS s WHERE s.user_id = :user_id AND s.session_id IN ("
+            "  SELECT m.session_id FROM messages AS m "
+            "  WHERE m.user_id = :user_id AND m.id = ANY(:ids)"
+            ") ORDER BY s.session_id FOR KEY SHARE OF s"
+        ),
+        params,
+    )
+    # Counted after the locks, in a snapshot of its own: an erasure that held a session first
+    # has committed by now, and its messages are gone from this count.
+    stored = connection.execute(
+        text("SELECT count(*) FROM messages WHERE user_id = :user_id AND id = ANY(:ids)"), params
+    ).scalar_one()
+    if stored != len(wanted):
+        raise SessionErasedError(
+            f"{len(wanted) - stored} of the {len(wanted)} messages a card of user "
+            f"{user_id[:64]!r} was made from were erased since they were read; nothing was stored"
+        )
+
+
+def _rowcount(result: Any) -> int:
+    return int(result.rowcount)

@@ -6,6 +6,9 @@ The whole tree::
     ├── DatabaseUnavailableError         the database cannot be started or reached: a lost
     │                                    connection, a server shutting down, too many clients
     │                                    (worth retrying later)
+    ├── SessionErasedError(LookupError)  a write made from a session's messages found them
+    │                                    erased (``forget`` ran since they were read); nothing
+    │                                    was stored, and retrying cannot store it
     └── InvalidInputError(ValueError)    the caller's input can never be stored as given: an id
                                          that is empty or too long, a lone surrogate, a value
                                          that is not JSON, a value the database rejects
@@ -28,6 +31,7 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "DatabaseUnavailableError",
     "InvalidInputError",
+    "SessionErasedError",
     "StorageError",
     "describe",
     "shorten",
@@ -57,6 +61,14 @@ class DatabaseUnavailableError(StorageError):
 
 class InvalidInputError(StorageError, ValueError):
     """The input can never be stored as given; nothing was stored."""
+
+
+class SessionErasedError(StorageError, LookupError):
+    """What a write was made from (a session's messages) was erased since it was read.
+
+    Raised by every write derived from earlier reads (a fold's summary and cards, an archive
+    mark, a reply to an assembled context) when ``forget`` ran in between; nothing was stored.
+    """
 
 
 def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:

@@ -1,11 +1,11 @@
 """Frozen pydantic records: what storage hands to its callers instead of ORM rows."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Job", "NewMessage", "StoredMessage", "SummaryKind", "SummaryRecord"]
+__all__ = ["Job", "MessageAt", "NewMessage", "StoredMessage", "SummaryKind", "SummaryRecord"]
 
 SummaryKind = Literal["llm", "raw"]
 
@@ -33,6 +33,21 @@ class NewMessage(_Record):
     client_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime | None = None
+
+
+class MessageAt(Protocol):
+    """A stored message as far as a write made from it needs to name it: the session's seq and
+    the message's id (never reused, so a session erased and started again cannot match)."""
+
+    @property
+    def seq(self) -> int:
+        """Its position in the session (from 1)."""
+        ...
+
+    @property
+    def id(self) -> int:
+        """Its id."""
+        ...
 
 
 class StoredMessage(_Record):

@@ -18,6 +18,8 @@ without looking further, and otherwise store nothing, so the caller takes the ge
   distinct calls); after a closed tail a user message is always valid, and so is any batch
   that is valid on its own and does not start with a tool result (which the caller checks);
 - no client id of the messages is stored in the session yet (a replay or a conflict);
+- for a reply to an assembled context (``after``), the session still holds the message the
+  context was built up to (``storage.erasure``: not erased since);
 - nobody appended between the statement's snapshot and its lock on the session row.
 
 A tail whose last message holds a NUL (``\\u0000`` in its stored JSON) counts as open: every
@@ -32,16 +34,18 @@ are the session's current ones, and the input's seq follows the rows read.
 """
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from storage.records import StoredMessage, SummaryRecord
+from storage.records import MessageAt, StoredMessage, SummaryRecord
 
 __all__ = [
     "APPEND",
     "INPUT_AND_WINDOW",
     "WINDOW",
+    "WindowRows",
     "batch_parameters",
     "run_append",
     "run_window_statement",
@@ -53,16 +57,25 @@ __all__ = [
 _MESSAGE_COLUMNS = "id, seq, role, payload, tokens, client_id, metadata, created_at"
 _USER_SESSION = "user_id = %(user_id)s::text AND session_id = %(session_id)s::text"
 
-# The summary, and the newest rows after the larger of its boundary and :floor.
+# The summary, and the newest rows after the larger of its boundary and the floor: the rows
+# the caller holds end at :floor, whose message has the id :floor_id. If the session no longer
+# holds that message (it was erased, and perhaps started again), the floor is 0: what the
+# caller holds is gone, and it is read afresh.
 _READS = f"""
 summary AS (
     SELECT content, kind, boundary_seq, covered, version, updated_at FROM session_summaries
     WHERE {_USER_SESSION}
 ),
+held AS (
+    SELECT CASE WHEN EXISTS (
+        SELECT FROM messages WHERE {_USER_SESSION}
+          AND seq = %(floor)s::bigint AND id = %(floor_id)s::bigint
+    ) THEN %(floor)s::bigint ELSE 0 END AS floor
+),
 recent AS (
     SELECT {_MESSAGE_COLUMNS} FROM messages
     WHERE {_USER_SESSION}
-      AND seq > greatest(%(floor)s::bigint, (SELECT boundary_seq FROM summary))
+      AND seq > greatest((SELECT floor FROM held), (SELECT boundary_seq FROM summary))
     ORDER BY seq DESC LIMIT %(batch)s::bigint
 )"""
 
@@ -76,7 +89,10 @@ FROM recent
 UNION ALL
 SELECT 'summary', NULL, NULL, NULL, NULL, NULL, NULL, NULL, updated_at,
        content, kind, boundary_seq, covered, version
-FROM summary"""
+FROM summary
+UNION ALL
+SELECT 'floor', NULL, floor, NULL, NULL, NULL, NULL, NULL, NULL, {_NO_SUMMARY}
+FROM held"""
 
 _STORE = f"""
 snapshot AS (
@@ -112,6 +128,10 @@ bumped AS (
           SELECT FROM messages
           WHERE {_USER_SESSION} AND client_id = ANY(%(client_ids)s::text[])
       )
+      AND (%(after_id)s::bigint IS NULL OR EXISTS (
+          SELECT FROM messages
+          WHERE {_USER_SESSION} AND seq = %(after_seq)s::bigint AND id = %(after_id)s::bigint
+      ))
     RETURNING last_seq
 ),
 inserted AS (
@@ -126,9 +146,10 @@ inserted AS (
 )"""
 
 WINDOW = f"WITH {_READS}\n{_UNION}\nORDER BY seq DESC NULLS LAST"
-"""The summary and the newest ``batch`` rows after ``max(floor, boundary)``, newest first.
+"""The summary and the newest ``batch`` rows after ``max(floor, boundary)``, newest first, and
+the floor used (0 when the session no longer holds message ``floor`` with id ``floor_id``).
 
-Parameters: ``user_id``, ``session_id``, ``floor``, ``batch``."""
+Parameters: ``user_id``, ``session_id``, ``floor``, ``floor_id``, ``batch``."""
 
 INPUT_AND_WINDOW = (
     f"WITH {_STORE},{_READS}\n"
@@ -148,11 +169,16 @@ it is valid on its own, which the caller checks), else nothing; the stored rows 
 Parameters: ``user_id``, ``session_id`` and the batch (``batch_parameters``)."""
 
 
-def batch_parameters(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+def batch_parameters(
+    rows: Sequence[Mapping[str, Any]], after: MessageAt | None = None
+) -> dict[str, Any]:
     """The messages to store, one array per column (``_STORE``'s parameters), from rows of
     ``role``, ``payload`` and ``metadata`` (JSON text), ``tokens``, ``client_id`` and
-    ``created_at`` (either may be None)."""
+    ``created_at`` (either may be None); with ``after``, stored only while the session still
+    holds that message (a reply to a context built from it: ``storage.erasure``)."""
     return {
+        "after_seq": after.seq if after else None,
+        "after_id": after.id if after else None,
         "roles": [row["role"] for row in rows],
         "payloads": [row["payload"] for row in rows],
         "tokens": [row["tokens"] for row in rows],
@@ -167,22 +193,36 @@ _PART, _ID, _SEQ, _ROLE, _PAYLOAD, _TOKENS, _CLIENT_ID, _METADATA, _CREATED_AT =
 _CONTENT, _KIND, _BOUNDARY_SEQ, _COVERED, _VERSION = range(9, 14)
 
 
+@dataclass(frozen=True, slots=True)
+class WindowRows:
+    """What ``WINDOW`` or ``INPUT_AND_WINDOW`` returned.
+
+    Attributes:
+        input: the input as stored (None when there was none or it was not stored).
+        summary: the session's summary, or None.
+        recent: the rows read, newest first.
+        floor: the seq the rows were read after (besides the summary's boundary): the caller's
+            floor, or 0 when the session no longer holds the caller's message there.
+    """
+
+    input: StoredMessage | None
+    summary: SummaryRecord | None
+    recent: list[StoredMessage]
+    floor: int
+
+
 def run_window_statement(
     connection: psycopg.Connection[Any],
     statement: str,
     user_id: str,
     session_id: str,
     parameters: dict[str, Any],
-) -> tuple[StoredMessage | None, SummaryRecord | None, list[StoredMessage]]:
-    """Run ``WINDOW`` or ``INPUT_AND_WINDOW``: the stored input, the summary, the rows read.
-
-    Returns:
-        The input as stored (None when there was none or it was not stored), the summary (or
-        None), and the rows read, newest first.
-    """
+) -> WindowRows:
+    """Run ``WINDOW`` or ``INPUT_AND_WINDOW``: the stored input, the summary, the rows read."""
     stored: StoredMessage | None = None
     summary: SummaryRecord | None = None
     recent: list[StoredMessage] = []
+    floor = 0
     params = {**parameters, "user_id": user_id, "session_id": session_id}
     for row in connection.execute(statement, params):
         part = row[_PART]
@@ -190,9 +230,11 @@ def run_window_statement(
             recent.append(_message(row, user_id, session_id))
         elif part == "summary":
             summary = _summary(row, user_id, session_id)
+        elif part == "floor":
+            floor = row[_SEQ]
         else:
             stored = _message(row, user_id, session_id)
-    return stored, summary, recent
+    return WindowRows(stored, summary, recent, floor)
 
 
 def run_append(
@@ -200,9 +242,11 @@ def run_append(
     user_id: str,
     session_id: str,
     rows: Sequence[Mapping[str, Any]],
+    after: MessageAt | None = None,
 ) -> list[StoredMessage]:
-    """Run ``APPEND``: the stored messages by seq, none when the session did not allow it."""
-    parameters = {**batch_parameters(rows), "user_id": user_id, "session_id": session_id}
+    """Run ``APPEND``: the stored messages by seq, none when the session did not allow it (or,
+    with ``after``, no longer holds that message)."""
+    parameters = {**batch_parameters(rows, after), "user_id": user_id, "session_id": session_id}
     return [_message(row, user_id, session_id) for row in connection.execute(APPEND, parameters)]
 
 

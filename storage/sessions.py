@@ -1,9 +1,13 @@
 """``MessageStore``: append-only messages of users' sessions, in per-session order."""
 
+from __future__ import annotations
+
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from storage.driver import driver_autocommit
 from storage.engine import Database
+from storage.erasure import lock_source
 from storage.errors import InvalidInputError
 from storage.inputs import check_id
 from storage.message_appends import (
@@ -15,16 +19,17 @@ from storage.message_appends import (
     open_tail,
 )
 from storage.message_reads import TOKENS_AFTER_SUMMARY, last_seq_of, messages_after
-from storage.records import NewMessage, StoredMessage, SummaryRecord
+from storage.records import MessageAt, NewMessage, StoredMessage, SummaryRecord
 from storage.request_statements import (
     INPUT_AND_WINDOW,
     WINDOW,
+    WindowRows,
     batch_parameters,
     run_append,
     run_window_statement,
 )
 
-__all__ = ["MessageStore", "Validator"]
+__all__ = ["MessageStore", "Validator", "WindowRead"]
 
 #: Called as ``validate(open_tail, new_messages)`` before a batch is stored; raising rejects it.
 Validator = Callable[[list[StoredMessage], list[NewMessage]], None]
@@ -56,6 +61,7 @@ class MessageStore:
         messages: Sequence[NewMessage],
         *,
         validate: Validator | None = None,
+        after: MessageAt | None = None,
     ) -> list[StoredMessage]:
         """Append messages to a session (created if missing), all of them or none.
 
@@ -72,6 +78,9 @@ class MessageStore:
                 non-``tool`` message on, so an open tool call can be checked) and the messages
                 about to be inserted, while the lock is held; skipped when nothing is new.
                 Whatever it raises propagates unchanged and nothing is stored.
+            after: The message the batch follows from (a reply, and the context it answers):
+                stored only while the session still holds it, never into a session erased
+                (and perhaps started again) since (``storage.erasure``).
 
         Returns:
             One stored record per input message, in input order.
@@ -80,6 +89,7 @@ class MessageStore:
             InvalidInputError: An id is not usable, a client id appears twice in ``messages``,
                 or a message cannot be stored (a lone surrogate, a value that is not JSON);
                 the error names the message by its position. Nothing is stored.
+            SessionErasedError: With ``after``, the session no longer holds it.
             DatabaseUnavailableError: The database could not be reached; nothing is stored.
         """
         check_id("user_id", user_id)
@@ -91,6 +101,8 @@ class MessageStore:
             # Core statements on the session's connection: this is the hot path of every
             # request, and the ORM's unit of work would only add overhead here.
             connection = session.connection()
+            if after is not None:
+                lock_source(connection, user_id, session_id, after.seq, after.id)
             last_seq = lock_session(connection, user_id, session_id)
             existing = by_client_id(connection, user_id, session_id, client_ids)
             fresh = [
@@ -115,15 +127,21 @@ class MessageStore:
             ]
 
     def append_after_closed_tail(
-        self, user_id: str, session_id: str, messages: Sequence[NewMessage]
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        after: MessageAt | None = None,
     ) -> list[StoredMessage] | None:
         """Append messages in one statement, or store nothing and return None (call ``append``).
 
         Stored only when that is sure to be right without looking further (see
         ``storage.request_statements``): the session exists, its tail is closed, no client id
-        of ``messages`` is stored in it, and nobody appends at the same moment. The caller has
-        checked that ``messages`` are valid on their own and do not start with a ``tool``
-        result: after a closed tail they are then valid.
+        of ``messages`` is stored in it, nobody appends at the same moment, and (with
+        ``after``) the session still holds that message. The caller has checked that
+        ``messages`` are valid on their own and do not start with a ``tool`` result: after a
+        closed tail they are then valid.
 
         Raises:
             InvalidInputError: An id is not usable, a client id appears twice in ``messages``,
@@ -136,7 +154,7 @@ class MessageStore:
         if not rows:
             return None
         with driver_autocommit(self._database) as connection:
-            stored = run_append(connection, user_id, session_id, rows)
+            stored = run_append(connection, user_id, session_id, rows, after)
         return stored or None
 
     def append_input(
@@ -145,15 +163,14 @@ class MessageStore:
         session_id: str,
         message: NewMessage,
         *,
-        floor: int = 0,
+        held: StoredMessage | None = None,
         batch: int = 64,
-    ) -> tuple[StoredMessage, SummaryRecord | None, Iterator[StoredMessage]] | None:
+    ) -> tuple[StoredMessage, WindowRead] | None:
         """Append a user's input and read the summary and the messages after it, in one statement.
 
         What a request needs in one round trip, committed durably when it returns: the input
-        appended (as ``append`` would), the session's summary, and the session's messages after
-        the larger of the summary boundary and ``floor``, newest first (the input first), read
-        ``batch`` at a time as ``walk_back`` reads them.
+        appended (as ``append`` would), and what ``walk_back_after_summary`` reads (the input
+        first among the messages).
 
         Stores nothing and returns None when the general path must decide (see
         ``storage.request_statements``): the session does not exist, tool calls of its last
@@ -164,7 +181,7 @@ class MessageStore:
             user_id: The user the session belongs to.
             session_id: The session.
             message: A ``user`` message.
-            floor: Messages at or before this seq are not read (those the caller has).
+            held: The newest message the caller holds already (see ``walk_back_after_summary``).
             batch: How many messages each query reads.
 
         Raises:
@@ -179,19 +196,16 @@ class MessageStore:
             raise InvalidInputError("batch must be at least 1")
         input_batch = batch_parameters([message_row(0, message)])
         with driver_autocommit(self._database) as connection:
-            stored, summary, recent = run_window_statement(
+            rows = run_window_statement(
                 connection,
                 INPUT_AND_WINDOW,
                 user_id,
                 session_id,
-                {**input_batch, "floor": floor, "batch": batch},
+                {**input_batch, **_floor(held), "batch": batch},
             )
-        if stored is None:
+        if rows.input is None:
             return None
-        after_seq = max(floor, summary.boundary_seq if summary else 0)
-        upto = recent[-1].seq - 1 if len(recent) == batch else after_seq
-        walked = self._walk([stored, *recent], user_id, session_id, upto, after_seq, batch)
-        return stored, summary, walked
+        return rows.input, self._window_read(rows, [rows.input], user_id, session_id, batch)
 
     def walk_back(
         self, user_id: str, session_id: str, *, after_seq: int = 0, batch: int = 64
@@ -227,12 +241,20 @@ class MessageStore:
         return self._walk(first, user_id, session_id, upto, after_seq, batch)
 
     def walk_back_after_summary(
-        self, user_id: str, session_id: str, *, floor: int = 0, batch: int = 64
-    ) -> tuple[SummaryRecord | None, Iterator[StoredMessage]]:
+        self,
+        user_id: str,
+        session_id: str,
+        *,
+        held: StoredMessage | None = None,
+        batch: int = 64,
+    ) -> WindowRead:
         """The session's summary, and its messages after the summary boundary, newest first.
 
-        Like ``walk_back`` with ``after_seq`` the larger of the summary boundary and ``floor``,
-        but the summary and the first batch are read in one statement: one round trip.
+        Like ``walk_back`` after the summary boundary, but the summary and the first batch are
+        read in one statement: one round trip. A caller that holds the session's messages up
+        to ``held`` (a cache) gets only those after it, if the session still holds ``held``
+        under its id; if not (the session was erased since, and perhaps started again), the
+        messages are read afresh and ``WindowRead.floor`` is 0.
 
         Raises:
             InvalidInputError: An id is not usable, or ``batch`` is below 1.
@@ -241,12 +263,24 @@ class MessageStore:
         if batch < 1:
             raise InvalidInputError("batch must be at least 1")
         with driver_autocommit(self._database) as connection:
-            _, summary, first = run_window_statement(
-                connection, WINDOW, user_id, session_id, {"floor": floor, "batch": batch}
+            rows = run_window_statement(
+                connection, WINDOW, user_id, session_id, {**_floor(held), "batch": batch}
             )
-        after_seq = max(floor, summary.boundary_seq if summary else 0)
-        upto = first[-1].seq - 1 if len(first) == batch else after_seq
-        return summary, self._walk(first, user_id, session_id, upto, after_seq, batch)
+        return self._window_read(rows, [], user_id, session_id, batch)
+
+    def _window_read(
+        self,
+        rows: WindowRows,
+        first: list[StoredMessage],
+        user_id: str,
+        session_id: str,
+        batch: int,
+    ) -> WindowRead:
+        """The window statement's rows, the first ones first, then walked back further."""
+        after_seq = max(rows.floor, rows.summary.boundary_seq if rows.summary else 0)
+        upto = rows.recent[-1].seq - 1 if len(rows.recent) == batch else after_seq
+        walked = self._walk([*first, *rows.recent], user_id, session_id, upto, after_seq, batch)
+        return WindowRead(rows.summary, walked, rows.floor)
 
     def _walk(
         self,
@@ -380,6 +414,27 @@ class MessageStore:
                     break
                 cursor = rows[-1].seq
         return increment
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRead:
+    """A session's summary and the messages after its boundary (``walk_back_after_summary``).
+
+    Attributes:
+        summary: the session's summary, or None.
+        messages: the messages after the boundary and ``floor``, newest first, read lazily.
+        floor: the seq of the caller's ``held`` message when the session still holds it (the
+            messages start after it), else 0: what the caller held is gone.
+    """
+
+    summary: SummaryRecord | None
+    messages: Iterator[StoredMessage]
+    floor: int
+
+
+def _floor(held: StoredMessage | None) -> dict[str, int | None]:
+    """The window statement's floor parameters for a caller holding messages up to ``held``."""
+    return {"floor": held.seq if held else 0, "floor_id": held.id if held else None}
 
 
 def _check_session(user_id: str, session_id: str) -> None:

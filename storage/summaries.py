@@ -4,13 +4,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Session
 
 from storage.engine import Database
+from storage.erasure import lock_source
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text
-from storage.models import SessionRow, SummaryRow
-from storage.records import SummaryKind, SummaryRecord
+from storage.models import SummaryRow
+from storage.records import StoredMessage, SummaryKind, SummaryRecord
 
 __all__ = ["SummaryStore", "read_summary"]
 
@@ -47,7 +47,7 @@ class SummaryStore:
         *,
         content: str,
         kind: SummaryKind,
-        boundary_seq: int,
+        boundary: StoredMessage,
         covered: int,
         expected_version: int,
     ) -> SummaryRecord | None:
@@ -58,7 +58,9 @@ class SummaryStore:
             session_id: The session.
             content: The summary text; it replaces the previous one.
             kind: ``"llm"`` for a model-written summary, ``"raw"`` for the raw archive fallback.
-            boundary_seq: The seq of the last message the summary covers.
+            boundary: The last message the summary covers, as it was read: the summary is
+                stored only while the session still holds it (``storage.erasure``), so a
+                boundary never lies beyond the session's messages.
             covered: How many messages the summary covers.
             expected_version: The version read before summarising; 0 when there was none.
 
@@ -68,14 +70,15 @@ class SummaryStore:
 
         Raises:
             InvalidInputError: An id is not usable, ``content`` holds a NUL or a lone
-                surrogate, or ``boundary_seq`` is before the stored boundary.
-            LookupError: The user has no such session.
+                surrogate, or ``boundary`` is before the stored boundary.
+            SessionErasedError: The session does not hold ``boundary`` (a ``LookupError``):
+                it was erased since it was read, or it is another session's message.
         """
         _check_session(user_id, session_id)
         check_text("summary content", content)
+        boundary_seq = boundary.seq
         with self._database.transaction() as session:
-            if not _exists(session, user_id, session_id):
-                raise LookupError(f"user has no session {session_id!r}")
+            lock_source(session.connection(), user_id, session_id, boundary.seq, boundary.id)
             values = {
                 "content": content,
                 "kind": kind,
@@ -120,16 +123,6 @@ def _check_session(user_id: str, session_id: str) -> None:
     """Raise ``InvalidInputError`` unless both ids are usable."""
     check_id("user_id", user_id)
     check_id("session_id", session_id)
-
-
-def _exists(session: Session, user_id: str, session_id: str) -> bool:
-    """Whether the user has this session."""
-    found = session.scalar(
-        select(SessionRow.last_seq).where(
-            SessionRow.user_id == user_id, SessionRow.session_id == session_id
-        )
-    )
-    return found is not None
 
 
 def read_summary(connection: Connection, user_id: str, session_id: str) -> SummaryRecord | None:

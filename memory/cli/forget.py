@@ -44,7 +44,9 @@ def _run_forget(args: argparse.Namespace, out: Console) -> int:
         if not ask_to_confirm(f"Forget {target}? This cannot be undone.", sys.stdin, out):
             out.print("Nothing was deleted.", highlight=False)
             return EXIT_OK
-    with Memory.open() as mem:
+    # Erasure is SQL alone: opened without long-term memory, no embedder is loaded or
+    # checked against the stored cards, and every card of the user goes all the same.
+    with Memory.open(cards={"enabled": False}) as mem:
         gone = mem.forget(user_id=args.user, session_id=args.session, card_id=args.card)
     out.print(f"Forgot {escape(target)}: {gone.describe()}.", highlight=False, soft_wrap=True)
     return EXIT_OK

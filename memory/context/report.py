@@ -13,6 +13,7 @@ __all__ = [
     "Dropped",
     "InterruptedCall",
     "LayerTokens",
+    "MessageRef",
     "RecallState",
     "RecalledCard",
     "SummaryState",
@@ -156,6 +157,14 @@ class RecallState:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageRef:
+    """A stored message, by its seq in the session and its id (an id is never reused)."""
+
+    seq: int
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
 class ContextReport:
     """What went into one assembled context and what was left out.
 
@@ -170,6 +179,9 @@ class ContextReport:
         archived: how many messages this request folded into the summary as a raw archive
             because the window outgrew the budget before a background summary arrived.
         recall: what long-term memory recalled, or ``None`` when it is disabled.
+        newest: the newest stored message the context was assembled from (``Memory.prepare``),
+            or ``None``: a reply recorded with ``reply_to`` this context is stored only while
+            the session still holds it (not erased since).
     """
 
     budget: int
@@ -180,6 +192,7 @@ class ContextReport:
     interrupted_calls: tuple[InterruptedCall, ...] = ()
     archived: int = 0
     recall: RecallState | None = None
+    newest: MessageRef | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-compatible data (dicts, lists, numbers, strings)."""

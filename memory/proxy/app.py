@@ -25,13 +25,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from memory.context.assembler import AssembledContext
 from memory.facade import Memory
 from memory.hook import DEFAULT_SESSION, context_for, record_reply
 from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, USER_HEADER, ProxyConfig
 from memory.proxy.recordings import Recordings
 from memory.proxy.stream import DONE, EventSplitter, ReplyAssembler, event_data
 from memory.proxy.upstream import Upstream, UpstreamFailed, response_headers
-from storage import InvalidInputError
+from storage import InvalidInputError, SessionErasedError
 from storage.inputs import check_id
 
 __all__ = ["MemoryProxy", "create_app"]
@@ -129,15 +130,17 @@ class MemoryProxy:
         # The replies this proxy answered before on this session are stored first, so that a
         # client sending one back finds it stored (and it is not stored twice).
         await self.recordings.settled((user, session))
-        sent = await self._context(body["messages"], user, session)
+        context = await self._context(body["messages"], user, session)
+        sent = context.messages if context is not None else None
         content = raw if sent is None else json.dumps({**body, "messages": sent}).encode()
         state = {MEMORY_HEADER: "ok" if sent is not None else "degraded"}
 
         async def record(reply: dict[str, Any]) -> None:
+            recording = self._record(reply, user, session, context)
             if self.config.record_after_answer:
-                self.recordings.start((user, session), self._record(reply, user, session))
+                self.recordings.start((user, session), recording)
             else:
-                await self._record(reply, user, session)
+                await recording
 
         # Without its input stored, the reply is not recorded either: the client's next
         # request resends both, in their order.
@@ -158,7 +161,7 @@ class MemoryProxy:
 
     async def _context(
         self, messages: list[Any], user: str, session: str
-    ) -> list[dict[str, Any]] | None:
+    ) -> AssembledContext | None:
         """The assembled context to send, or ``None`` when memory failed (then logged).
 
         A documented degradation point: whatever fails while storing the new messages or
@@ -177,17 +180,29 @@ class MemoryProxy:
         except Exception as error:  # noqa: BLE001 - a degradation point: see the docstring
             self._failed("assembling the context", user, session, error)
             return None
-        return context.messages
+        return context
 
-    async def _record(self, reply: dict[str, Any], user: str, session: str) -> None:
+    async def _record(
+        self, reply: dict[str, Any], user: str, session: str, context: AssembledContext | None
+    ) -> None:
         """Store the model's reply; a failure is logged and counted, never raised.
 
         It runs after the client has its answer; the client holds the reply and sends it back
-        with its next request, where it is stored as a new message: nothing is lost.
+        with its next request, where it is stored as a new message: nothing is lost. A reply to
+        a session erased since its context was assembled is not stored (``reply_to``).
         """
         try:
             await run_in_threadpool(
-                record_reply, self.memory, reply, user_id=user, session_id=session
+                record_reply,
+                self.memory,
+                reply,
+                user_id=user,
+                session_id=session,
+                context=context,
+            )
+        except SessionErasedError:
+            logger.info(
+                "user %r, session %r: erased while answering; reply not stored", user, session
             )
         except Exception as error:  # noqa: BLE001 - a degradation point, as in _context
             self._failed("recording the reply", user, session, error)

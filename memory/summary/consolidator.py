@@ -106,6 +106,9 @@ class Consolidator:
         if current is None or current.kind != "raw" or current.boundary_seq <= base_seq:
             return None
         stored = self._messages.between(user_id, session_id, base_seq, current.boundary_seq)
+        if not stored or stored[-1].seq != current.boundary_seq:
+            return None  # erased since the summary was read
+        boundary = stored[-1]
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
         previous = base
@@ -126,7 +129,7 @@ class Consolidator:
             session_id,
             content=previous.text,
             kind="llm",
-            boundary_seq=current.boundary_seq,
+            boundary=boundary,
             covered=current.covered,
             expected_version=current.version,
         )
@@ -207,7 +210,7 @@ class Consolidator:
             session_id,
             content=result.text,
             kind=result.kind,
-            boundary_seq=stored[fold - 1].seq,
+            boundary=stored[fold - 1],
             covered=(previous.covered if previous else 0) + fold,
             expected_version=previous.version if previous else 0,
         )

@@ -133,7 +133,7 @@ def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: st
         storage.sessions.run_append = pause_then_append
     else:
         storage.sessions.MessageStore.append_after_closed_tail = (  # type: ignore[method-assign]
-            lambda *_: None
+            lambda *_, **__: None
         )
     if stage == "validate":
         check = memory.writer._check_structure

@@ -11,6 +11,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ from memory import (
     count_tokens,
     validate_history,
 )
-from storage import Database, MessageStore, NewMessage, StoredMessage, SummaryRecord
+from storage import Database, MessageStore, NewMessage, StoredMessage
+from storage.sessions import WindowRead
 
 #: A window small enough that a few dozen messages overflow it.
 SMALL_WINDOW = {"context_window": 1_500, "max_output": 300}
@@ -332,9 +334,9 @@ def message_rows(facade_database: Database, monkeypatch: pytest.MonkeyPatch) -> 
     run_window_statement = storage.sessions.run_window_statement
 
     def count_window(*args: Any) -> Any:
-        stored, summary, recent = run_window_statement(*args)
-        rows.append(len(recent) + (stored is not None))
-        return stored, summary, recent
+        read = run_window_statement(*args)
+        rows.append(len(read.recent) + (read.input is not None))
+        return read
 
     monkeypatch.setattr(storage.sessions, "run_window_statement", count_window)
     event.listen(facade_database.engine, "after_cursor_execute", count)
@@ -368,13 +370,21 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
 
     walk_back_after_summary = MessageStore.walk_back_after_summary
 
+    def spied_read(read: WindowRead) -> WindowRead:
+        after_seq = max(read.floor, read.summary.boundary_seq if read.summary else 0)
+        return replace(read, messages=spied(after_seq, read.messages))
+
     def spy_after_summary(
-        store: MessageStore, user_id: str, session_id: str, *, floor: int = 0, batch: int = 64
-    ) -> tuple[SummaryRecord | None, Iterator[StoredMessage]]:
-        summary, records = walk_back_after_summary(
-            store, user_id, session_id, floor=floor, batch=batch
+        store: MessageStore,
+        user_id: str,
+        session_id: str,
+        *,
+        held: StoredMessage | None = None,
+        batch: int = 64,
+    ) -> WindowRead:
+        return spied_read(
+            walk_back_after_summary(store, user_id, session_id, held=held, batch=batch)
         )
-        return summary, spied(max(floor, summary.boundary_seq if summary else 0), records)
 
     append_input = MessageStore.append_input
 
@@ -384,15 +394,13 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
         session_id: str,
         message: NewMessage,
         *,
-        floor: int = 0,
+        held: StoredMessage | None = None,
         batch: int = 64,
-    ) -> tuple[StoredMessage, SummaryRecord | None, Iterator[StoredMessage]] | None:
-        appended = append_input(store, user_id, session_id, message, floor=floor, batch=batch)
+    ) -> tuple[StoredMessage, WindowRead] | None:
+        appended = append_input(store, user_id, session_id, message, held=held, batch=batch)
         if appended is None:
             return None
-        stored, summary, records = appended
-        after_seq = max(floor, summary.boundary_seq if summary else 0)
-        return stored, summary, spied(after_seq, records)
+        return appended[0], spied_read(appended[1])
 
     monkeypatch.setattr(MessageStore, "walk_back", spy)
     monkeypatch.setattr(MessageStore, "walk_back_after_summary", spy_after_summary)

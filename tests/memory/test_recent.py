@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
 from memory.recent import RecentMessages, WindowCounter
 from storage import MessageStore, NewMessage, StoredMessage, SummaryStore
+from storage.sessions import WindowRead
 
 #: The counter of the windows' own counts (``RecentWindow.counts``).
 COUNTER = TiktokenCounter()
@@ -36,12 +38,16 @@ def turn(rng: random.Random, index: int) -> list[NewMessage]:
 
 
 class CountingStore(MessageStore):
-    """A message store that counts the records its walks yield."""
+    """A message store that counts the records its window reads yield."""
 
     read = 0
 
-    def walk_back(self, *args: Any, **kwargs: Any) -> Iterator[StoredMessage]:
-        for record in super().walk_back(*args, **kwargs):
+    def walk_back_after_summary(self, *args: Any, **kwargs: Any) -> WindowRead:
+        read = super().walk_back_after_summary(*args, **kwargs)
+        return replace(read, messages=self._counted(read.messages))
+
+    def _counted(self, records: Iterator[StoredMessage]) -> Iterator[StoredMessage]:
+        for record in records:
             self.read += 1
             yield record
 
@@ -56,18 +62,25 @@ def test_warm_loads_equal_cold_loads_as_the_session_grows_and_the_boundary_moves
 ) -> None:
     rng = random.Random(7)
     warm = RecentMessages(store, COUNTER)
-    boundary = 0
+    summaries = SummaryStore(store._database)
+    boundary, version = 0, 0
     for index in range(60):
         store.append(user_id, session_id, turn(rng, index))
         if index % 9 == 8:  # a consolidation elsewhere moved the boundary to a unit start
             history = store.history(user_id, session_id)
             starts = [m.seq for m in history if m.role != "tool" and m.seq > boundary]
             boundary = rng.choice(starts[: len(starts) // 2 or 1]) - 1
+            saved = summaries.save(
+                user_id, session_id, content="s", kind="raw", boundary=history[boundary - 1],
+                covered=boundary, expected_version=version,
+            )  # fmt: skip
+            assert saved is not None
+            version = saved.version
         budget = rng.choice([50, 200, 400, 10_000])
 
-        got = warm.load(user_id, session_id, after_seq=boundary, budget=budget)
-        expected = RecentMessages(store, COUNTER).load(
-            user_id, session_id, after_seq=boundary, budget=budget
+        _, got = warm.load_with_summary(user_id, session_id, budget=budget)
+        _, expected = RecentMessages(store, COUNTER).load_with_summary(
+            user_id, session_id, budget=budget
         )
 
         assert got == expected
@@ -82,12 +95,12 @@ def test_a_warm_load_reads_only_the_new_messages(
     for index in range(40):
         store.append(user_id, session_id, turn(rng, index))
     recent = RecentMessages(store, COUNTER)
-    recent.load(user_id, session_id, after_seq=0, budget=300)
+    recent.load_with_summary(user_id, session_id, budget=300)
     before = len(store.history(user_id, session_id))
     store.read = 0
 
     store.append(user_id, session_id, turn(rng, 40))
-    window = recent.load(user_id, session_id, after_seq=0, budget=300)
+    _, window = recent.load_with_summary(user_id, session_id, budget=300)
 
     assert store.read == len(store.history(user_id, session_id)) - before
     assert window.last_seq == len(store.history(user_id, session_id))
@@ -98,9 +111,9 @@ def test_the_cache_never_serves_another_users_session(
 ) -> None:
     store.append(user_id, session_id, turn(random.Random(2), 0))
     recent = RecentMessages(store, COUNTER)
-    recent.load(user_id, session_id, after_seq=0, budget=100)
+    recent.load_with_summary(user_id, session_id, budget=100)
 
-    assert recent.load("someone-else", session_id, after_seq=0, budget=100).stored == ()
+    assert recent.load_with_summary("someone-else", session_id, budget=100)[1].stored == ()
 
 
 def test_the_cache_forgets_the_least_recently_used_sessions_past_its_byte_limit(
@@ -108,19 +121,19 @@ def test_the_cache_forgets_the_least_recently_used_sessions_past_its_byte_limit(
 ) -> None:
     probe = RecentMessages(store, COUNTER)
     store.append(user_id, f"{session_id}-probe", turn(random.Random(3), 0))
-    probe.load(user_id, f"{session_id}-probe", after_seq=0, budget=10_000)
+    probe.load_with_summary(user_id, f"{session_id}-probe", budget=10_000)
     recent = RecentMessages(store, COUNTER, max_bytes=2 * probe.cached_bytes)
     sessions = [f"{session_id}-{name}" for name in "abc"]
     for session in sessions:
         store.append(user_id, session, turn(random.Random(3), 0))
-        recent.load(user_id, session, after_seq=0, budget=10_000)
+        recent.load_with_summary(user_id, session, budget=10_000)
     store.read = 0
 
     for session in sessions[1:]:  # still cached: nothing new to read
-        recent.load(user_id, session, after_seq=0, budget=10_000)
+        recent.load_with_summary(user_id, session, budget=10_000)
     assert store.read == 0
 
-    recent.load(user_id, sessions[0], after_seq=0, budget=10_000)  # forgotten: read again
+    recent.load_with_summary(user_id, sessions[0], budget=10_000)  # forgotten: read again
     assert store.read == len(store.history(user_id, sessions[0]))
 
 
@@ -138,7 +151,7 @@ def test_the_cache_is_bounded_by_bytes_not_tokens(
     recent = RecentMessages(store, COUNTER, max_bytes=bound)
     for index in range(20):
         store.append(user_id, f"{session_id}-{index}", [image_message(index)])
-        recent.load(user_id, f"{session_id}-{index}", after_seq=0, budget=100_000)
+        recent.load_with_summary(user_id, f"{session_id}-{index}", budget=100_000)
 
     assert recent.cached_bytes <= bound
     assert recent.cached_sessions == 2  # each window holds its megabyte twice
@@ -157,7 +170,7 @@ def test_empty_windows_are_not_cached(store: CountingStore, user_id: str) -> Non
     # The issue saw 20,000 requests on unknown ids leave 20,061 entries; 2,000 (each a real
     # query) shows the same thing in a tenth of the time.
     for index in range(2_000):
-        recent.load(user_id, f"unknown-{index}", after_seq=0, budget=1_000)
+        recent.load_with_summary(user_id, f"unknown-{index}", budget=1_000)
 
     assert recent.cached_sessions == 0
     assert recent.cached_bytes == 0
@@ -169,10 +182,11 @@ def test_the_summary_and_the_new_rows_come_from_one_checkout_and_equal_separate_
     rng = random.Random(5)
     for index in range(30):
         store.append(user_id, session_id, turn(rng, index))
-    starts = [m.seq for m in store.history(user_id, session_id) if m.role == "user"]
+    history = store.history(user_id, session_id)
+    starts = [m.seq for m in history if m.role == "user"]
     summaries = SummaryStore(database)
     summaries.save(
-        user_id, session_id, content="s", kind="raw", boundary_seq=starts[10] - 1,
+        user_id, session_id, content="s", kind="raw", boundary=history[starts[10] - 2],
         covered=starts[10] - 1, expected_version=0,
     )  # fmt: skip
     recent = RecentMessages(store, COUNTER)
@@ -193,8 +207,9 @@ def test_the_summary_and_the_new_rows_come_from_one_checkout_and_equal_separate_
     assert len(checkouts) == 1
     assert summary == expected
     assert expected is not None
-    assert window == RecentMessages(store, COUNTER).load(
-        user_id, session_id, after_seq=expected.boundary_seq, budget=300
+    assert (
+        window
+        == RecentMessages(store, COUNTER).load_with_summary(user_id, session_id, budget=300)[1]
     )
 
 
@@ -204,7 +219,7 @@ def test_the_window_counts_with_this_process_counter_and_the_cap_asks_it_for_not
     rng = random.Random(3)
     for index in range(20):
         store.append(user_id, session_id, turn(rng, index))  # stored counts are made up
-    window = RecentMessages(store, COUNTER).load(user_id, session_id, after_seq=0, budget=400)
+    _, window = RecentMessages(store, COUNTER).load_with_summary(user_id, session_id, budget=400)
     asked: list[Message] = []
 
     class Spy:
@@ -236,7 +251,7 @@ def test_the_window_renders_its_messages_as_to_openai_does_and_hands_out_copies(
         store.append(user_id, session_id, turn(rng, index))
     # Stored by another writer, keys in another order than rendering gives them.
     store.append(user_id, session_id, [new({"content": "reordered", "role": "user"}, 5)])
-    window = RecentMessages(store, COUNTER).load(user_id, session_id, after_seq=0, budget=10_000)
+    _, window = RecentMessages(store, COUNTER).load_with_summary(user_id, session_id, budget=10_000)
     known = WindowCounter(COUNTER, window)
 
     rendered = [known.render(message) for message in window.messages]

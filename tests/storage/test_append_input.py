@@ -21,6 +21,7 @@ from storage import (
     NewMessage,
     StoredMessage,
     SummaryStore,
+    erase,
 )
 
 
@@ -62,7 +63,8 @@ def test_the_input_is_stored_and_returned_first_with_the_rows_before_it(
     appended = store.append_input(user_id, session_id, message)
 
     assert appended is not None
-    stored, summary, records = appended
+    stored, read = appended
+    summary, records = read.summary, read.messages
     assert summary is None
     history = store.history(user_id, session_id)
     assert stored == history[-1]
@@ -73,24 +75,42 @@ def test_the_input_is_stored_and_returned_first_with_the_rows_before_it(
 def test_the_summary_and_a_floor_bound_the_rows_read(
     database: Database, store: MessageStore, user_id: str, session_id: str
 ) -> None:
-    store.append(user_id, session_id, [user(str(i)) for i in range(10)])
+    stored = store.append(user_id, session_id, [user(str(i)) for i in range(10)])
     saved = SummaryStore(database).save(
         user_id,
         session_id,
         content="ten",
         kind="raw",
-        boundary_seq=4,
+        boundary=stored[3],
         covered=4,
         expected_version=0,
     )
 
     appended = store.append_input(user_id, session_id, user("x"), batch=3)
-    again = store.append_input(user_id, session_id, user("y"), floor=9, batch=3)
+    again = store.append_input(user_id, session_id, user("y"), held=stored[8], batch=3)
 
     assert appended is not None and again is not None
-    assert appended[1] == saved
-    assert seqs(appended[2]) == [11, 10, 9, 8, 7, 6, 5]  # walked back in batches of 3
-    assert seqs(again[2]) == [12, 11, 10]
+    assert appended[1].summary == saved
+    assert seqs(appended[1].messages) == [11, 10, 9, 8, 7, 6, 5]  # walked back in batches of 3
+    assert (seqs(again[1].messages), again[1].floor) == ([12, 11, 10], 9)
+
+
+def test_a_floor_whose_message_is_gone_reads_the_session_afresh(
+    database: Database, store: MessageStore, user_id: str, session_id: str
+) -> None:
+    """A cache holds messages through seq 3; the session was erased and started again, and has
+    a message 3 of its own: the floor does not hold, every message is read."""
+    held = store.append(user_id, session_id, [user(str(i)) for i in range(3)])[-1]
+    erase(database, user_id, session_id=session_id)
+    store.append(user_id, session_id, [user(f"new {i}") for i in range(3)])
+
+    appended = store.append_input(user_id, session_id, user("x"), held=held)
+    read = store.walk_back_after_summary(user_id, session_id, held=held)
+
+    assert appended is not None
+    assert (seqs(appended[1].messages), appended[1].floor) == ([4, 3, 2, 1], 0)
+    assert (seqs(read.messages), read.floor) == ([4, 3, 2, 1], 0)
+    assert store.history(user_id, session_id)[0].payload["content"] == "new 0"
 
 
 @pytest.mark.parametrize(

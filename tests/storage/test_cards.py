@@ -9,6 +9,7 @@ import pytest
 from card_samples import MODEL, new_card, unit_vector
 from child_process import Spawn
 from sqlalchemy import create_engine, text
+from storage_samples import user
 
 from storage import (
     EMBEDDING_DIM,
@@ -16,6 +17,7 @@ from storage import (
     CardStore,
     Database,
     EmbeddingModelMismatchError,
+    MessageStore,
 )
 
 CHILD = Path(__file__).with_name("cards_child.py")
@@ -275,13 +277,17 @@ def test_current_keyed_returns_valid_cards_by_pair_or_attribute_prefix(
     assert ids([("user", "name")]) == []
 
 
-def test_merge_sources_and_revive(store: CardStore, user_id: str) -> None:
+def test_merge_sources_and_revive(store: CardStore, user_id: str, database: Database) -> None:
     old, new = store.add(
         user_id,
         [new_card("lives in paris", client_id="m1"), new_card("lives in rome", client_id="m2")],
     )
-    merged = store.merge_sources(user_id, old.id, message_ids=[7, 3], client_ids=["m9", "m1"])
-    assert merged.source_client_ids == ["m1", "m9"] and merged.source_message_ids == [3, 7]
+    said = MessageStore(database).append(user_id, "s", [user("a"), user("b")])
+    later, first = said[1].id, said[0].id
+    merged = store.merge_sources(
+        user_id, old.id, message_ids=[later, first], client_ids=["m9", "m1"]
+    )
+    assert merged.source_client_ids == ["m1", "m9"] and merged.source_message_ids == [first, later]
     assert merged.text == old.text and merged.valid_to is None
 
     store.supersede(user_id, old.id, new.id)

@@ -53,7 +53,9 @@ def test_the_connection_goes_back_to_the_pool_in_transaction_mode(
     store.append(user_id, session_id, [user("a")])
     pid = backend_pid(one_connection)
     with driver_autocommit(one_connection) as connection:
-        run_window_statement(connection, WINDOW, user_id, session_id, {"floor": 0, "batch": 8})
+        run_window_statement(
+            connection, WINDOW, user_id, session_id, {"floor": 0, "floor_id": None, "batch": 8}
+        )
 
     # The same connection, and a transaction on it still rolls back as a whole.
     with pytest.raises(RuntimeError), one_connection.transaction() as session:

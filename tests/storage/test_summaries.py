@@ -2,16 +2,38 @@
 
 import threading
 import uuid
+from collections.abc import Callable
 
 import pytest
 from storage_samples import user
 
-from storage import Database, InvalidInputError, MessageStore, SummaryRecord, SummaryStore
+from storage import (
+    Database,
+    InvalidInputError,
+    MessageStore,
+    SessionErasedError,
+    StoredMessage,
+    SummaryRecord,
+    SummaryStore,
+)
+
+At = Callable[[str, str, int], StoredMessage]
 
 
 @pytest.fixture
 def summaries(database: Database) -> SummaryStore:
     return SummaryStore(database)
+
+
+@pytest.fixture
+def at(database: Database) -> At:
+    """The stored message of a session by seq: what a summary's boundary is given as."""
+
+    def find(user_id: str, session_id: str, seq: int) -> StoredMessage:
+        [message] = MessageStore(database).between(user_id, session_id, seq - 1, seq)
+        return message
+
+    return find
 
 
 @pytest.fixture
@@ -21,19 +43,31 @@ def session_with_messages(database: Database, user_id: str, session_id: str) -> 
 
 
 def test_first_save_then_update(
-    summaries: SummaryStore, user_id: str, session_with_messages: str
+    summaries: SummaryStore, at: At, user_id: str, session_with_messages: str
 ) -> None:
     session_id = session_with_messages
     assert summaries.get(user_id, session_id) is None
 
     first = summaries.save(
-        user_id, session_id, content="s1", kind="llm", boundary_seq=4, covered=4, expected_version=0
+        user_id,
+        session_id,
+        content="s1",
+        kind="llm",
+        boundary=at(user_id, session_id, 4),
+        covered=4,
+        expected_version=0,
     )
     assert first is not None
     assert (first.content, first.kind, first.boundary_seq, first.version) == ("s1", "llm", 4, 1)
 
     second = summaries.save(
-        user_id, session_id, content="s2", kind="raw", boundary_seq=6, covered=6, expected_version=1
+        user_id,
+        session_id,
+        content="s2",
+        kind="raw",
+        boundary=at(user_id, session_id, 6),
+        covered=6,
+        expected_version=1,
     )
     assert second is not None
     assert (second.content, second.kind, second.covered, second.version) == ("s2", "raw", 6, 2)
@@ -41,11 +75,17 @@ def test_first_save_then_update(
 
 
 def test_stale_version_loses(
-    summaries: SummaryStore, user_id: str, session_with_messages: str
+    summaries: SummaryStore, at: At, user_id: str, session_with_messages: str
 ) -> None:
     session_id = session_with_messages
     assert summaries.save(
-        user_id, session_id, content="a", kind="llm", boundary_seq=2, covered=2, expected_version=0
+        user_id,
+        session_id,
+        content="a",
+        kind="llm",
+        boundary=at(user_id, session_id, 2),
+        covered=2,
+        expected_version=0,
     )
     assert (
         summaries.save(
@@ -53,7 +93,7 @@ def test_stale_version_loses(
             session_id,
             content="b",
             kind="llm",
-            boundary_seq=3,
+            boundary=at(user_id, session_id, 3),
             covered=3,
             expected_version=0,
         )
@@ -65,7 +105,7 @@ def test_stale_version_loses(
             session_id,
             content="c",
             kind="llm",
-            boundary_seq=3,
+            boundary=at(user_id, session_id, 3),
             covered=3,
             expected_version=7,
         )
@@ -78,7 +118,7 @@ def test_stale_version_loses(
 
 @pytest.mark.parametrize("expected_version", [0, 1])
 def test_concurrent_saves_with_the_same_version_have_one_winner(
-    summaries: SummaryStore, user_id: str, session_with_messages: str, expected_version: int
+    summaries: SummaryStore, at: At, user_id: str, session_with_messages: str, expected_version: int
 ) -> None:
     session_id = session_with_messages
     if expected_version:
@@ -87,7 +127,7 @@ def test_concurrent_saves_with_the_same_version_have_one_winner(
             session_id,
             content="0",
             kind="llm",
-            boundary_seq=1,
+            boundary=at(user_id, session_id, 1),
             covered=1,
             expected_version=0,
         )
@@ -103,7 +143,7 @@ def test_concurrent_saves_with_the_same_version_have_one_winner(
                 session_id,
                 content=f"writer {writer}",
                 kind="llm",
-                boundary_seq=5,
+                boundary=at(user_id, session_id, 5),
                 covered=5,
                 expected_version=expected_version,
             )
@@ -123,11 +163,17 @@ def test_concurrent_saves_with_the_same_version_have_one_winner(
 
 
 def test_boundary_cannot_go_back(
-    summaries: SummaryStore, user_id: str, session_with_messages: str
+    summaries: SummaryStore, at: At, user_id: str, session_with_messages: str
 ) -> None:
     session_id = session_with_messages
     summaries.save(
-        user_id, session_id, content="a", kind="llm", boundary_seq=5, covered=5, expected_version=0
+        user_id,
+        session_id,
+        content="a",
+        kind="llm",
+        boundary=at(user_id, session_id, 5),
+        covered=5,
+        expected_version=0,
     )
 
     with pytest.raises(InvalidInputError, match="boundary"):
@@ -136,7 +182,7 @@ def test_boundary_cannot_go_back(
             session_id,
             content="b",
             kind="llm",
-            boundary_seq=4,
+            boundary=at(user_id, session_id, 4),
             covered=4,
             expected_version=1,
         )
@@ -147,32 +193,38 @@ def test_boundary_cannot_go_back(
 
 
 def test_summaries_are_scoped_by_user(
-    summaries: SummaryStore, user_id: str, session_with_messages: str
+    summaries: SummaryStore, at: At, user_id: str, session_with_messages: str
 ) -> None:
     session_id = session_with_messages
     mine = summaries.save(
-        user_id, session_id, content="a", kind="llm", boundary_seq=1, covered=1, expected_version=0
+        user_id,
+        session_id,
+        content="a",
+        kind="llm",
+        boundary=at(user_id, session_id, 1),
+        covered=1,
+        expected_version=0,
     )
     intruder = f"other-{uuid.uuid4()}"
 
     assert summaries.get(intruder, session_id) is None
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionErasedError):
         summaries.save(
             intruder,
             session_id,
             content="x",
             kind="raw",
-            boundary_seq=2,
+            boundary=at(user_id, session_id, 2),
             covered=2,
             expected_version=1,
         )
-    with pytest.raises(LookupError):
+    with pytest.raises(SessionErasedError):
         summaries.save(
             user_id,
             "no-such-session",
             content="x",
             kind="raw",
-            boundary_seq=1,
+            boundary=at(user_id, session_id, 1),
             covered=1,
             expected_version=0,
         )
@@ -180,7 +232,7 @@ def test_summaries_are_scoped_by_user(
 
 
 def test_two_users_keep_their_own_summary_of_the_same_session_id(
-    database: Database, summaries: SummaryStore, session_id: str
+    database: Database, summaries: SummaryStore, at: At, session_id: str
 ) -> None:
     alice, bob = f"alice-{uuid.uuid4()}", f"bob-{uuid.uuid4()}"
     for owner in (alice, bob):
@@ -190,7 +242,7 @@ def test_two_users_keep_their_own_summary_of_the_same_session_id(
             session_id,
             content=owner,
             kind="llm",
-            boundary_seq=1,
+            boundary=at(owner, session_id, 1),
             covered=1,
             expected_version=0,
         )
@@ -202,7 +254,7 @@ def test_two_users_keep_their_own_summary_of_the_same_session_id(
 
 
 def test_summary_content_with_nul_is_a_clear_error(
-    summaries: SummaryStore, user_id: str, session_with_messages: str
+    summaries: SummaryStore, at: At, user_id: str, session_with_messages: str
 ) -> None:
     with pytest.raises(InvalidInputError, match="NUL"):
         summaries.save(
@@ -210,7 +262,7 @@ def test_summary_content_with_nul_is_a_clear_error(
             session_with_messages,
             content="a\x00b",
             kind="llm",
-            boundary_seq=1,
+            boundary=at(user_id, session_with_messages, 1),
             covered=1,
             expected_version=0,
         )

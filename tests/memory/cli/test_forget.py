@@ -6,6 +6,7 @@ import io
 
 import pytest
 from cli_fixtures import MemoryFactory, clean_environment, memory_factory
+from sqlalchemy import text
 
 from memory import Memory
 from memory.cli import main
@@ -42,6 +43,20 @@ def cards_of(mem: Memory, user_id: str, session_id: str | None = None) -> int:
     return len(longterm.store.list_cards(user_id, where))
 
 
+def terms_of(mem: Memory, user_id: str, session_id: str) -> int:
+    """The keyword terms of the session's cards (rows of ``card_terms``)."""
+    with mem._database.engine.connect() as connection:
+        return int(
+            connection.scalar(
+                text(
+                    "SELECT count(*) FROM card_terms WHERE user_id = :u AND card_id IN "
+                    "(SELECT id FROM cards WHERE user_id = :u AND session_id = :s)"
+                ),
+                {"u": user_id, "s": session_id},
+            )
+        )
+
+
 def fill_until_folded(mem: Memory, user_id: str, session_id: str) -> None:
     """Prepare turns until the session has a summary (inline) or a queued job (background)."""
     trigger = mem._parts.fold_policy.trigger_tokens
@@ -68,13 +83,26 @@ def test_forget_a_session_says_how_many_messages_summaries_cards_and_jobs_went(
     assert cards > 0
     kept_cards = cards_of(mem, user_id, "kept")
 
+    terms = terms_of(mem, user_id, "gone")
+
     gone = mem.forget(user_id=user_id, session_id="gone")
 
-    assert gone == Forgotten(messages=messages, summaries=1, cards=cards, jobs=0)
+    assert gone == Forgotten(
+        messages=messages,
+        summaries=1,
+        cards=cards,
+        jobs=0,
+        card_terms=terms,
+        archive_marks=1,
+        sessions=1,
+    )
     assert mem.history(user_id=user_id, session_id="gone") == []
     assert len(mem.history(user_id=user_id, session_id="kept")) == 4
     assert cards_of(mem, user_id, "kept") == kept_cards
-    assert gone.describe() == f"{messages:,} messages, 1 summary, {cards} cards, 0 jobs"
+    assert gone.describe() == (
+        f"{messages:,} messages, 1 summary, {cards} cards ({terms} keyword terms), 0 jobs, "
+        "1 archive mark, 1 session"
+    )
 
 
 def test_forget_counts_queued_jobs_and_one_card(make_memory: MemoryFactory, user_id: str) -> None:
@@ -84,8 +112,10 @@ def test_forget_counts_queued_jobs_and_one_card(make_memory: MemoryFactory, user
 
     messages = len(mem.history(user_id=user_id, session_id="s"))
 
-    assert mem.forget(user_id=user_id, card_id=pin.id) == Forgotten(0, 0, 1, 0)
-    assert mem.forget(user_id=user_id) == Forgotten(messages=messages, summaries=0, cards=0, jobs=1)
+    assert mem.forget(user_id=user_id, card_id=pin.id) == Forgotten(0, 0, 1, 0, card_terms=3)
+    assert mem.forget(user_id=user_id) == Forgotten(
+        messages=messages, summaries=0, cards=0, jobs=1, sessions=1
+    )
     assert mem.forget(user_id=user_id) == Forgotten(0, 0, 0, 0)
 
 
