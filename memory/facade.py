@@ -23,7 +23,7 @@ from memory.errors import (
 )
 from memory.folding import Folding
 from memory.idle import IdleSessions
-from memory.intake import parse_input
+from memory.intake import batch_items, parse_input
 from memory.jobs import WorkerRun
 from memory.llm import ChatModel
 from memory.longterm import LongTermMemory
@@ -158,8 +158,8 @@ class Memory:
         (``report.archived``), so no message leaves the context unsummarised.
 
         Raises:
-            InvalidHistoryError: the input is malformed or not a user message, or (with
-                ``input=None``) tool calls still wait for results.
+            InvalidHistoryError: the input is malformed or not a user message, ``system`` is
+                not a string, or (with ``input=None``) tool calls still wait for results.
             RecordConflictError: the input's client id is stored with other content.
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
@@ -354,9 +354,10 @@ class Memory:
         summarised and remembered.
 
         Raises:
-            InvalidHistoryError: a message is malformed, is one the chat API would refuse, or
-                breaks the session's structure; ``ToolCallInterruptedError`` for the result of a
-                call already closed as interrupted.
+            InvalidHistoryError: ``messages`` is a single message rather than a list, a
+                message is malformed, is one the chat API would refuse, or breaks the session's
+                structure; ``ToolCallInterruptedError`` for the result of a call already closed
+                as interrupted.
             RecordConflictError: the batch is partly stored, or an id is stored with other
                 content; nothing is stored.
             ContextOverflowError: a non-tool message alone is larger than the history budget.
@@ -364,7 +365,7 @@ class Memory:
         """
         batch = [
             self._parts.new_message(index, *parse_input(index, data))
-            for index, data in enumerate(messages)
+            for index, data in enumerate(batch_items(messages))
         ]
         if not batch:
             return []  # nothing to store, and no session is created for nothing

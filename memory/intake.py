@@ -8,11 +8,12 @@ Replays are recognised here too: a client id is an idempotency key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from memory.context.messages import Message, message_dict, parse_messages
@@ -22,7 +23,9 @@ from storage import NewMessage, StoredMessage
 __all__ = [
     "CLIENT_KEYS",
     "METADATA_MAX_DEPTH",
+    "batch_items",
     "check_replay",
+    "check_system",
     "json_metadata",
     "name_stored",
     "parse_input",
@@ -36,6 +39,37 @@ CLIENT_KEYS = ("id", "metadata", "timestamp")
 #: Metadata may nest dicts and lists this deep; deeper is refused (it is never a real need,
 #: and a cyclic structure would otherwise recurse without end).
 METADATA_MAX_DEPTH = 32
+
+
+def batch_items(messages: object) -> list[object]:
+    """The messages given to ``record``, as a list: a list, a tuple, any iterable of messages.
+
+    Raises:
+        InvalidHistoryError: ``messages`` is one message (a dict or a chat message object)
+            rather than a list of them, a string, or not a collection at all.
+    """
+    if isinstance(messages, Mapping | BaseModel):
+        kind = "dict" if isinstance(messages, Mapping) else "chat message object"
+        raise InvalidHistoryError(
+            [f"messages must be a list of messages, not a single {kind}: pass [message]"]
+        )
+    if isinstance(messages, str | bytes) or not isinstance(messages, Iterable):
+        raise InvalidHistoryError(
+            [f"messages must be a list of messages, not {type(messages).__name__}"]
+        )
+    return list(messages)
+
+
+def check_system(system: object) -> None:
+    """Refuse a system prompt that is not a string (or ``None``), naming ``system``.
+
+    Raises:
+        InvalidHistoryError: ``system`` is a list, a dict, a number...
+    """
+    if system is not None and not isinstance(system, str):
+        raise InvalidHistoryError(
+            [f"system must be the system prompt as a string (or None), not {type(system).__name__}"]
+        )
 
 
 def parse_input(

@@ -17,7 +17,7 @@ from memory.context.parts import RetrievedMemory
 from memory.context.report import Dropped, InterruptedCall, MessageRef, RecallState
 from memory.errors import InvalidHistoryError
 from memory.folding import Folding
-from memory.intake import name_stored, parse_input
+from memory.intake import check_system, name_stored, parse_input
 from memory.longterm import Recall
 from memory.parts import Parts
 from memory.recent import RecentWindow, WindowCounter
@@ -52,6 +52,7 @@ class Preparer:
         system: str | None = None,
     ) -> AssembledContext:
         """What ``Memory.prepare`` does (see its docstring: the promises and the errors)."""
+        check_system(system)
         interrupted: tuple[InterruptedCall, ...] = ()
         text = input.get("content") if isinstance(input, Mapping) else input
         if isinstance(text, str) and self._parts.longterm is not None:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from memory.cards.claims import refuse_card
 from memory.cards.model import CardDraft, DatePrecision, SourceMessage, normalize_text
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS, render_numbered
 from memory.cards.rules import extract_by_rules
@@ -290,6 +291,8 @@ def _drafts(
             raise LLMError(f"{model}: a card cites a message not in the batch: {card.source}")
         sources = [messages[number - 1] for number in sorted(set(card.source))]
         if card.type in _ABOUT_THE_USER and all(m.role != "user" for m in sources):
+            continue
+        if refuse_card(card.text, [m.text for m in sources], by=model):
             continue
         draft = _draft(card, sources, model)
         same = drafts.get(draft.normalized)

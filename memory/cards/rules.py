@@ -4,7 +4,8 @@ It is what extraction falls back to when no model is configured or every model f
 favours precision: it reads only the user's messages (the assistant's statements are guesses
 or proposals until the user confirms them), skips questions and chit-chat, and words each card
 as a short statement in the sentence's own language. A dated sentence no rule reads becomes an
-event with its date made absolute.
+event with its date made absolute. A message that instructs the assistant or claims authority
+gives no card at all (``memory.cards.claims``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections.abc import Iterable
 
 from memory.cards.chinese import CHINESE_RULES
+from memory.cards.claims import refuse_card
 from memory.cards.dates import ResolvedDate, resolve_date
 from memory.cards.english import ENGLISH_RULES
 from memory.cards.model import CardDraft, SourceMessage, normalize_text
@@ -53,7 +55,7 @@ def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
     drafts: list[CardDraft] = []
     seen: set[str] = set()
     for message in messages:
-        if message.role != "user":
+        if message.role != "user" or refuse_card(message.text, by="rules"):
             continue
         for sentence in split_sentences(message.text):
             for draft in _read(sentence, message):

@@ -8,7 +8,7 @@ import sys
 from rich.console import Console
 from rich.markup import escape
 
-from memory.cli.base import EXIT_PROBLEM, CommandError, Handler
+from memory.cli.base import EXIT_INTERRUPTED, EXIT_PROBLEM, CommandError, Handler
 from memory.cli.chat import register_chat
 from memory.cli.demo import register_demo
 from memory.cli.doctor import register_doctor
@@ -24,11 +24,15 @@ __all__ = ["build_parser", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``stratamem`` command line and return its exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler = args.handler
+    """Run the ``stratamem`` command line and return its exit code.
+
+    Ctrl-C (SIGINT) ends any command with one line on stderr and ``EXIT_INTERRUPTED``, never
+    a traceback; ``worker`` and ``serve`` catch it themselves and stop gracefully with 0.
+    """
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        handler: Handler = args.handler
         return handler(args, Console(file=sys.stdout))
     except (CommandError, StratamemError, StorageError) as error:
         code = error.exit_code if isinstance(error, CommandError) else EXIT_PROBLEM
@@ -36,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
             f"[bold red]stratamem: error:[/] {escape(str(error))}", highlight=False
         )
         return code
+    except KeyboardInterrupt:
+        # On a terminal, a new line first: the command may have left a prompt or a half line.
+        start = "\n" if sys.stderr.isatty() else ""
+        print(f"{start}stratamem: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from typing import TypeAlias
 from rich.console import Console
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PROBLEM",
     "EXIT_UNAVAILABLE",
@@ -25,6 +26,8 @@ __all__ = [
 #: Exit codes: 0 success, 1 the transcript or budget cannot work, 2 bad usage or unreadable input,
 #: 3 the database cannot be reached.
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+#: Stopped by Ctrl-C (SIGINT): 128 + the signal's number, as shells report it.
+EXIT_INTERRUPTED = 130
 
 Handler = Callable[[argparse.Namespace, Console], int]
 # argparse's class is generic only to type checkers: subscripting it at run time fails.

@@ -10,6 +10,9 @@ and its boundary, the recalled cards, the superseded one, the pin and the assemb
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -19,6 +22,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -29,9 +33,10 @@ from memory.context.assembler import AssembledContext
 from memory.context.cut import preview
 from memory.context.messages import Message
 from memory.facade import Memory
+from memory.settings import Settings
 from storage import Card, StoredMessage
 
-__all__ = ["register_demo", "sparkline"]
+__all__ = ["register_demo", "removal_hint", "sparkline"]
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -89,17 +94,45 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
         out.print(_growth(history, sent, mem.budget.context_window))
         asked = _ask(mem, user_id, questions_session(), out)
         _show_state(mem, user_id, sessions[-1].id, asked, out)
-        where = mem.settings.data_dir if mem.settings.database_url is None else "the database"
+        took = time.monotonic() - started
         out.print(
-            f"\nplayed {len(history) + len(QUESTIONS)} turns in {time.monotonic() - started:.1f} s."
-            f" The data lives in {where} (user {user_id}). Remove it with "
-            f"[bold]stratamem forget --user {user_id} --yes[/]"
-            + (
-                f", or everything with [bold]rm -rf {where}[/]." if where != "the database" else "."
-            ),
+            f"\nplayed {len(history) + len(QUESTIONS)} turns in {took:.1f} s. "
+            + removal_hint(mem.settings, user_id),
             highlight=False,
+            soft_wrap=True,  # the commands are pasted: no line break inside them
         )
     return EXIT_OK
+
+
+def removal_hint(settings: Settings, user_id: str) -> str:
+    """Where the demo's data lives and the commands that remove it, ready to paste in a shell.
+
+    ``forget`` reads its database from the environment, not from the demo's ``--data-dir``:
+    the command names the folder itself (``STRATAMEM_DATA_DIR=...``), so it removes what the
+    demo made wherever that is, and names the ``stratamem`` that runs now when the shell would
+    not find it.
+    """
+    forget = f"{_this_command()} forget --user {shlex.quote(user_id)} --yes"
+    if settings.database_url is not None:  # the same variable reaches forget
+        where = f"The data lives in the database (user {user_id})."
+        return f"{where} Remove it with [bold]{escape(forget)}[/]."
+    folder = shlex.quote(str(settings.data_dir.expanduser().resolve()))
+    return (
+        f"The data lives in {escape(folder)} (user {user_id}). Remove it with "
+        f"[bold]{escape(f'STRATAMEM_DATA_DIR={folder} {forget}')}[/], "
+        f"or everything with [bold]{escape(f'rm -rf {folder}')}[/]."
+    )
+
+
+def _this_command() -> str:
+    """How a shell runs this ``stratamem``: its name when the shell finds it, else its path."""
+    running = Path(sys.argv[0])
+    if running.name == "stratamem":
+        found = shutil.which("stratamem")
+        if found is not None and Path(found).resolve() == running.resolve():
+            return "stratamem"
+        return shlex.quote(str(running.resolve()))
+    return f"{shlex.quote(sys.executable)} -m memory.cli"  # python -m memory.cli, or a test
 
 
 def _intro(mem: Memory, llm: str | None) -> Panel:

@@ -165,6 +165,69 @@ def test_a_retried_input_with_an_id_is_stored_once(
     assert roles(mem, user_id, session_id) == ["user"]
 
 
+def test_an_input_id_of_an_earlier_question_with_other_content_is_a_conflict(
+    mem: Memory, user_id: str, session_id: str
+) -> None:
+    # A rerun of an edited script: its first question's id now comes with another question.
+    for number, question in enumerate(["What is my order's status?", "And the refund?"]):
+        asked = {"role": "user", "content": question, "id": f"q{number}"}
+        mem.prepare(user_id=user_id, session_id=session_id, input=asked)
+        answer = {"role": "assistant", "content": f"answer {number}", "id": f"a{number}"}
+        mem.record(user_id=user_id, session_id=session_id, messages=[answer])
+    before = mem.history(user_id=user_id, session_id=session_id)
+
+    other = {"role": "user", "content": "Where do I live?", "id": "q0"}
+    with pytest.raises(RecordConflictError) as caught:
+        mem.prepare(user_id=user_id, session_id=session_id, input=other)
+    assert caught.value.conflicts == ["message 0: seq 1 (id 'q0') is stored with other content"]
+    # The same question again is a replay: nothing new is stored either way.
+    same = {"role": "user", "content": "What is my order's status?", "id": "q0"}
+    mem.prepare(user_id=user_id, session_id=session_id, input=same)
+    assert mem.history(user_id=user_id, session_id=session_id) == before
+
+
+@pytest.mark.parametrize(
+    ("messages", "kind"),
+    [
+        pytest.param({"role": "user", "content": "Hi"}, "a single dict", id="dict"),
+        pytest.param(
+            ChatCompletionMessage(role="assistant", content="Hello"),
+            "a single chat message object",
+            id="sdk-object",
+        ),
+        pytest.param("Hi", "str", id="string"),
+        pytest.param(None, "NoneType", id="none"),
+    ],
+)
+def test_record_needs_a_list_of_messages_and_says_so(
+    mem: Memory, user_id: str, session_id: str, messages: Any, kind: str
+) -> None:
+    with pytest.raises(InvalidHistoryError) as caught:
+        mem.record(user_id=user_id, session_id=session_id, messages=messages)
+
+    assert str(caught.value.problems[0]).startswith(
+        f"messages must be a list of messages, not {kind}"
+    )
+    assert mem.history(user_id=user_id, session_id=session_id) == []
+
+
+@pytest.mark.parametrize(
+    "system",
+    [["Be brief."], {"role": "system", "content": "Be brief."}, 42],
+    ids=["list", "dict", "int"],
+)
+def test_a_system_prompt_that_is_not_a_string_is_a_clear_error_naming_system(
+    mem: Memory, user_id: str, session_id: str, system: Any
+) -> None:
+    for asked in ("Hi", None):
+        with pytest.raises(InvalidHistoryError) as caught:
+            mem.prepare(user_id=user_id, session_id=session_id, input=asked, system=system)
+        assert caught.value.problems[0].what == (
+            f"system must be the system prompt as a string (or None), not {type(system).__name__}"
+        )
+    assert mem.history(user_id=user_id, session_id=session_id) == []  # the input not stored
+
+
 # 2. Open tool calls never stick a session.
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import stop_embedded
+from sqlalchemy import text
 
 from memory import Memory, Settings
 from memory.cli import main
@@ -39,6 +42,45 @@ def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
     assert f"rm -rf {fresh_data_dir}" in out
     readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
     assert "4,096-token window" in readme and "history budget of 3,503 tokens" in readme
+
+
+def test_following_the_demos_removal_hint_removes_what_it_made_in_its_data_dir(
+    fresh_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--turns", "0", "--data-dir", str(fresh_data_dir)]) == 0
+    out = capsys.readouterr().out
+    [user] = re.findall(r"\(user (demo-[0-9a-f]{8})\)", out)
+    [hint] = re.findall(r"Remove it with (.+? forget --user \S+ --yes),", out)
+    assert hint.startswith(f"STRATAMEM_DATA_DIR={fresh_data_dir} ")
+    assert rows_of(fresh_data_dir, user) > 0
+    # The hint runs in a shell of its own, with none of this process's settings, and a home
+    # folder of its own: a hint that ignored --data-dir would act on an empty default folder.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATAMEM_", "OPENAI_"))}
+    env |= {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "share")}
+    try:
+        run = subprocess.run(
+            ["bash", "-c", hint], env=env, capture_output=True, text=True, check=False
+        )
+    finally:
+        if (tmp_path / "share" / "stratamem" / "pg").exists():
+            stop_embedded((tmp_path / "share" / "stratamem" / "pg").resolve())
+
+    assert run.returncode == 0, run.stderr
+    assert f"Forgot everything of user {user!r}" in run.stdout
+    assert rows_of(fresh_data_dir, user) == 0
+
+
+def rows_of(data_dir: Path, user_id: str) -> int:
+    """How many messages and cards of ``user_id`` the embedded database in ``data_dir`` holds."""
+    with Database.open(None, data_dir=data_dir) as database, database.transaction() as session:
+        counted = session.execute(
+            text(
+                "SELECT (SELECT count(*) FROM messages WHERE user_id = :u)"
+                " + (SELECT count(*) FROM cards WHERE user_id = :u)"
+            ),
+            {"u": user_id},
+        ).scalar_one()
+    return int(counted)
 
 
 def test_a_sparkline_scales_to_the_top_and_never_hides_a_small_value() -> None:

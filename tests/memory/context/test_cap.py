@@ -314,13 +314,13 @@ def test_overflow_names_the_numbers_of_the_mandatory_part() -> None:
     label = memories_message(pins)
     assert label is not None
     pin_tokens = COUNTER.count_message(label)
-    assert pin_tokens == 1 + 18 + 11  # the label is 18 words, the bullet 11
+    assert pin_tokens == 1 + 22 + 11  # the label is 22 words, the bullet 11
     required = 31 + pin_tokens + 41 + REPLY_PRIMING_TOKENS
     assert (caught.value.required, caught.value.budget) == (required, 60)
     message = str(caught.value)
     assert f"needs {required} tokens but the budget is 60" in message
     assert "system message 31" in message
-    assert "pinned memories 30" in message
+    assert "pinned memories 34" in message
     assert "current turn 41" in message
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import text
 from summary_child import SETTINGS, settings
 
 from memory import AssembledContext, Memory, Settings, SummaryEvent, SummaryState
+from memory.context.parts import quote_summary
 from memory.context.tokens import TiktokenCounter
 from memory.context.units import validate_history
 from memory.intake import parse_input
@@ -242,7 +243,7 @@ def test_inline_prepare_folds_old_messages_into_a_versioned_summary(
     assert label["content"].startswith(
         f"Summary of the earlier conversation ({latest.covered} messages; LLM summary)."
     )
-    assert label["content"].endswith("\n" + latest.content)
+    assert label["content"].endswith("\n" + quote_summary(latest.content))
     history = memory.history(user_id=user_id, session_id=session_id)
     # The window goes on right after the boundary.
     assert context.messages[2] == history[latest.boundary_seq].payload
@@ -533,7 +534,7 @@ def test_background_prepare_queues_one_job_that_the_worker_runs(
     assert (summary.kind, summary.version) == ("llm", 1)
     assert_covers_from_start(summary)
     context = prepare_turn(memory, user_id, session_id)
-    assert context.messages[1]["content"].endswith("\n" + summary.content)
+    assert context.messages[1]["content"].endswith("\n" + quote_summary(summary.content))
     assert context.report.summary == SummaryState("llm", summary.covered, False, False)
     assert len(server.requests) == 1
 
