@@ -135,6 +135,11 @@ class Memory:
         return self.settings.summary.mode == "background"
 
     @property
+    def database(self) -> Database:
+        """The database this memory stores in, for the stores kept beside it (the proxy's keys)."""
+        return self._database
+
+    @property
     def database_url(self) -> str:
         """The URL of the database in use (for the embedded one, its Unix-socket URL)."""
         return self._database.url
