@@ -80,6 +80,8 @@ class Memory:
             embedder=embedder,
         )
         self.budget: Budget = self._parts.budget
+        #: What ``budget`` is measured with (the proxy cuts an oversized message by it).
+        self.counter: TokenCounter = self._parts.counter
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
         self._stop = threading.Event()

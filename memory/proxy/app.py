@@ -26,14 +26,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from memory.errors import ContextOverflowError
 from memory.facade import Memory
 from memory.hook import DEFAULT_SESSION, context_for, record_reply
 from memory.proxy.access import Access, Refused
 from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, ProxyConfig
 from memory.proxy.keys import KeyRing
+from memory.proxy.mending import Mender
 from memory.proxy.recordings import Recordings
 from memory.proxy.requests import (
     BodyRefused,
+    client_error,
     json_object,
     named_user,
     read_body,
@@ -91,6 +94,7 @@ class MemoryProxy:
         self.recordings = Recordings()
         keys = KeyRing(ProxyKeyStore(memory.database)) if config.require_keys else None
         self._access = Access(keys)
+        self._mender = Mender(memory.counter, memory.budget.history)
         self._upstream = Upstream(config, transport=transport)
         self.app = Starlette(
             routes=[
@@ -150,7 +154,9 @@ class MemoryProxy:
         # The replies this proxy answered before on this session are stored first, so that a
         # client sending one back finds it stored (and it is not stored twice).
         await self.recordings.settled((user, session))
-        sent = await self._context(body["messages"], user, session)
+        sent = await self._context(body["messages"], raw, user, session)
+        if isinstance(sent, Response):
+            return sent
         try:
             content = raw if sent is None else to_json({**body, "messages": sent})
         except BodyRefused as too_deep:
@@ -170,27 +176,40 @@ class MemoryProxy:
         )
 
     async def _context(
-        self, messages: list[Any], user: str, session: str
-    ) -> list[dict[str, Any]] | None:
-        """The assembled context to send, or ``None`` when memory failed (then logged).
+        self, messages: list[Any], raw: bytes, user: str, session: str
+    ) -> list[dict[str, Any]] | Response | None:
+        """The assembled context to send; a 400 when the request's input cannot fit the
+        window; ``None`` when memory failed (then logged).
 
-        A documented degradation point: whatever fails while storing the new messages or
+        What memory would refuse in the messages is repaired first (``memory.proxy.mending``).
+        A documented degradation point: whatever else fails while storing the new messages or
         assembling (database down, a history the session cannot take) is logged and counted,
         and the client's own messages go to the upstream: memory never blocks a request.
         """
-        try:
-            context = await run_in_threadpool(
-                context_for,
-                self.memory,
-                messages,
-                user_id=user,
-                session_id=session,
-                lookback=self.config.lookback,
+
+        def assemble() -> list[dict[str, Any]]:
+            mended, changed = self._mender.mend(messages, raw)
+            if changed:
+                logger.info(
+                    "stratamem proxy: %d message(s) of user %r, session %r repaired to be stored",
+                    changed,
+                    user,
+                    session,
+                )
+            context = context_for(
+                self.memory, mended, user_id=user, session_id=session, lookback=self.config.lookback
             )
+            return context.messages
+
+        try:
+            return await run_in_threadpool(assemble)
+        except ContextOverflowError as error:
+            # The request's own input (with the system message) cannot fit the window: the
+            # upstream could not take it either. The message names numbers, never content.
+            return client_error(400, str(error), "context_length_exceeded")
         except Exception as error:  # noqa: BLE001 - a degradation point: see the docstring
             self._failed("assembling the context", user, session, error)
             return None
-        return context.messages
 
     async def _record(self, reply: dict[str, Any], user: str, session: str) -> None:
         """Store the model's reply; a failure is logged and counted, never raised.
@@ -200,7 +219,11 @@ class MemoryProxy:
         """
         try:
             await run_in_threadpool(
-                record_reply, self.memory, reply, user_id=user, session_id=session
+                record_reply,
+                self.memory,
+                self._mender.reply(reply),
+                user_id=user,
+                session_id=session,
             )
         except Exception as error:  # noqa: BLE001 - a degradation point, as in _context
             self._failed("recording the reply", user, session, error)

@@ -142,7 +142,7 @@ def test_nul_characters_in_content_are_stored_and_given_back_exactly(
     ]
 
 
-def test_a_lone_surrogate_in_content_is_passed_through_without_memory(
+def test_a_lone_surrogate_in_content_is_stored_repaired(
     post: Any,
     session: tuple[str, str],
     upstream: tuple[FakeUpstream, str],
@@ -154,12 +154,15 @@ def test_a_lone_surrogate_in_content_is_passed_through_without_memory(
 
     response = post(content=json.dumps(body).encode(), **who(*session))
 
-    # Memory cannot store it: the client's own messages go upstream, which refuses them.
-    assert response.status_code == 400
-    assert error_of(response)["type"] == "invalid_request_error"
-    assert response.headers["x-stratamem-memory"] == "degraded"
-    assert len(upstream[0].received) == 1
-    assert stored(memory, *session) == EARLIER
+    # No database and no upstream can take half a UTF-16 pair: it becomes U+FFFD, in memory
+    # and upstream alike (see test_proxy_resend.py for the resends that follow).
+    assert response.status_code == 200
+    assert response.headers["x-stratamem-memory"] == "ok"
+    assert upstream[0].bodies[-1]["messages"][-1]["content"] == f"{SECRET} \ufffd"
+    assert stored(memory, *session)[2:] == [
+        {"role": "user", "content": f"{SECRET} \ufffd"},
+        {"role": "assistant", "content": f"echo: {SECRET} \ufffd"},
+    ]
     assert SECRET not in caplog.text
 
 
