@@ -278,3 +278,18 @@ def test_a_key_that_cannot_be_checked_is_a_503_and_nothing_moves(
     error = raised.value.body
     assert isinstance(error, dict) and error["code"] == "keys_unavailable"
     assert upstream[0].received == []
+
+
+def test_forgetting_a_user_leaves_the_operators_keys(
+    ring: KeyRing, store: ProxyKeyStore, memory: Memory, user_id: str
+) -> None:
+    # Keys are credentials, not memory: erasing the user's data keeps them until revoked.
+    key, record = ring.create(user_id=user_id)
+    memory.record(user_id=user_id, session_id="s", messages=HELLO)
+
+    memory.forget(user_id=user_id)
+
+    assert stored(memory, user_id, "s") == []
+    caller = ring.caller(f"Bearer {key}")
+    assert caller is not None and caller.user_id == user_id
+    assert [k.id for k in store.list(user_id=user_id)] == [record.id]
