@@ -10,6 +10,8 @@ the context (summary, recall, window), forward; once the answer is on its way, s
 Printed: p50 and p95 direct, proxied and added, the proxied/direct ratio of the medians, whether
 the goal (at most 15 ms added at the median) is met, the memory work alone in this process, and
 the database round trips of one request (counted, so they do not depend on the machine's load).
+The proxied client presents a stratamem key bound to the benchmark's user, as every client must
+(its check is one indexed lookup per request, counted in the round trips).
 
 Run from the repository root: ``python -m benchmarks.proxy`` (``--cards off`` to measure
 without long-term memory; ``--cards minilm``, the default, embeds each query with MiniLM and
@@ -38,7 +40,9 @@ import openai
 from benchmarks.machine import CpuSteal, machine_state
 from memory import Memory, Settings
 from memory.hook import context_for, record_reply
+from memory.proxy.keys import KeyRing
 from storage import Database
+from storage.proxy_keys import ProxyKeyStore
 
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = REPO / "tests" / "memory" / "proxy" / "upstream_fake.py"
@@ -191,22 +195,24 @@ def main() -> None:
             )
             options = ["--record-before-answer"] if args.record_before_answer else []
             proxy, url = start_proxy(env, upstream, *options)
+            keys = KeyRing(ProxyKeyStore(database))
+            key, _ = keys.create(user_id=USER, label="benchmarks.proxy")
             try:
-                measure(args, stored, url, upstream, mem)
-                count_statements(database, mem)
+                measure(args, stored, url, upstream, mem, key)
+                count_statements(database, mem, keys, key)
             finally:
                 for process in (proxy, worker):
                     process.terminate()
                     process.wait()
 
 
-def measure(args: argparse.Namespace, stored: int, url: str, upstream: str, mem: Memory) -> None:
+def measure(
+    args: argparse.Namespace, stored: int, url: str, upstream: str, mem: Memory, key: str
+) -> None:
     """Print the latencies: direct, through the proxy, and the proxy's memory work alone."""
     direct = openai.OpenAI(base_url=upstream, api_key="sk-bench", max_retries=0)
     headers = {"X-Stratamem-User": USER, "X-Stratamem-Session": SESSION}
-    proxied = openai.OpenAI(
-        base_url=url, api_key="sk-bench", max_retries=0, default_headers=headers
-    )
+    proxied = openai.OpenAI(base_url=url, api_key=key, max_retries=0, default_headers=headers)
     for number in range(10):  # warm up: connections, tokenizer, the model
         ask(proxied, number, False)()
         ask(direct, number, False)()
@@ -256,7 +262,7 @@ def measure(args: argparse.Namespace, stored: int, url: str, upstream: str, mem:
     )
 
 
-def count_statements(database: Database, mem: Memory) -> None:
+def count_statements(database: Database, mem: Memory, keys: KeyRing, key: str) -> None:
     """Print the database round trips of one request's memory work (deterministic, unlike time),
     counted on the wire (libpq's trace, ``tests/wire_trace.py``): a statement run on the
     driver's own connection is counted as one run through SQLAlchemy is."""
@@ -264,12 +270,15 @@ def count_statements(database: Database, mem: Memory) -> None:
     messages: Any = [SYSTEM, {"role": "user", "content": "Counted: one more question?"}]
     reply = {"role": "assistant", "content": "Counted."}
     with tempfile.TemporaryDirectory() as folder:
+        with wire.wire_trace(database.engine, Path(folder) / "key") as checked:
+            keys.caller(f"Bearer {key}")
         with wire.wire_trace(database.engine, Path(folder) / "before") as before:
             context_for(mem, messages, user_id=USER, session_id=SESSION)
         with wire.wire_trace(database.engine, Path(folder) / "after") as after:
             record_reply(mem, reply, user_id=USER, session_id=SESSION)
     print(
-        f"round trips of one request: context_for {before.statements} statements in "
+        f"round trips of one request: the key's check {checked.statements} statement(s) in "
+        f"{checked.round_trips} round trip(s), context_for {before.statements} statements in "
         f"{before.round_trips} round trips (before the upstream call); record_reply "
         f"{after.statements} statements in {after.round_trips} round trips (after the answer)"
     )

@@ -81,6 +81,8 @@ class Memory:
             embedder=embedder,
         )
         self.budget: Budget = self._parts.budget
+        #: What ``budget`` is measured with (the proxy cuts an oversized message by it).
+        self.counter: TokenCounter = self._parts.counter
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
         self._stop = threading.Event()
@@ -134,6 +136,11 @@ class Memory:
     @property
     def _background(self) -> bool:
         return self.settings.summary.mode == "background"
+
+    @property
+    def database(self) -> Database:
+        """The database this memory stores in, for the stores kept beside it (the proxy's keys)."""
+        return self._database
 
     @property
     def database_url(self) -> str:

@@ -347,6 +347,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ix_cards_user_current_ids ON cards (user_id, id) WHERE valid_to IS NULL",
         ),
     ),
+    Migration(
+        13,
+        "proxy keys",
+        (
+            # The memory proxy's keys (storage.proxy_keys): only a key's SHA-256 is stored. A
+            # key is bound to one user, or is an admin key (no user) that may name any user;
+            # both columns say which, so a missing user id never makes an admin by mistake.
+            # The operator's credentials, not user data: the table does not lead with
+            # user_id, and ``forget`` of a user leaves it alone.
+            """
+            CREATE TABLE proxy_keys (
+                id bigserial PRIMARY KEY,
+                key_hash bytea NOT NULL,
+                user_id text,
+                admin boolean NOT NULL,
+                label text,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                revoked_at timestamptz,
+                CONSTRAINT uq_proxy_keys_hash UNIQUE (key_hash),
+                CONSTRAINT ck_proxy_keys_hash_length CHECK (octet_length(key_hash) = 32),
+                CONSTRAINT ck_proxy_keys_owner CHECK ((user_id IS NULL) = admin)
+            )
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

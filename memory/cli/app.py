@@ -15,6 +15,7 @@ from memory.cli.doctor import register_doctor
 from memory.cli.eval import register_eval
 from memory.cli.forget import register_forget
 from memory.cli.inspect import register_inspect
+from memory.cli.keys import register_keys
 from memory.cli.serve import register_serve
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         register_forget,
         register_chat,
         register_serve,
+        register_keys,
     ):
         register(subcommands)
     return parser

@@ -17,11 +17,14 @@ from memory.cli.base import (
     CommandError,
     Subcommands,
     log_warnings_to_stderr,
+    whole_number,
 )
 from memory.facade import Memory
 from memory.proxy import USER_HEADER, ProxyConfig, create_app
+from memory.proxy.config import DEFAULT_MAX_BODY_BYTES
 from memory.proxy.listener import open_listener
 from storage import DatabaseUnavailableError
+from storage.proxy_keys import ProxyKeyStore
 
 __all__ = ["DEFAULT_PORT", "OPENAI_URL", "TOKEN_VARIABLE", "register_serve"]
 
@@ -29,8 +32,8 @@ __all__ = ["DEFAULT_PORT", "OPENAI_URL", "TOKEN_VARIABLE", "register_serve"]
 DEFAULT_PORT = 8765
 #: The upstream when neither ``--upstream`` nor ``OPENAI_BASE_URL`` names one.
 OPENAI_URL = "https://api.openai.com/v1"
-#: The environment variable that holds the proxy's own bearer token (safer than ``--token``,
-#: which other local users can read in the process list).
+#: The environment variable of the shared token that earlier versions took; refused now, since
+#: every holder of that token could act as any user (stratamem keys replace it).
 TOKEN_VARIABLE = "STRATAMEM_PROXY_TOKEN"
 
 
@@ -42,8 +45,10 @@ def register_serve(subcommands: Subcommands) -> None:
         description="Serve POST /v1/chat/completions, GET /v1/models and GET /healthz in front "
         "of an OpenAI-compatible upstream. A request names its user with the "
         f"{USER_HEADER} header or the body's 'user' field (else it passes through "
-        "untouched) and its session with X-Stratamem-Session (default: 'default'). The "
-        "upstream's key is OPENAI_API_KEY (or STRATAMEM_LLM_API_KEY).",
+        "untouched) and its session with X-Stratamem-Session (default: 'default'). Every "
+        "request needs a stratamem key as its bearer token (`stratamem keys create`): a user "
+        "key acts as its user only, an admin key may name any user. The upstream's key is "
+        "OPENAI_API_KEY (or STRATAMEM_LLM_API_KEY).",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     serve.add_argument(
@@ -54,9 +59,18 @@ def register_serve(subcommands: Subcommands) -> None:
         help="the upstream's base URL, ending with /v1 (default: OPENAI_BASE_URL, else OpenAI)",
     )
     serve.add_argument(
-        "--token",
-        help=f"require 'Authorization: Bearer TOKEN' from clients (default: ${TOKEN_VARIABLE})",
+        "--no-auth",
+        action="store_true",
+        help="serve without keys: whoever reaches the port may act as any user (warns)",
     )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=whole_number(1),
+        default=DEFAULT_MAX_BODY_BYTES,
+        help=f"the largest request body; larger is a 413 ({DEFAULT_MAX_BODY_BYTES:,})",
+    )
+    # Removed: a shared token let every holder act as any user. Kept only to say so.
+    serve.add_argument("--token", help=argparse.SUPPRESS)
     serve.add_argument(
         "--timeout", type=float, default=600.0, help="seconds to wait for the upstream (600)"
     )
@@ -76,6 +90,13 @@ def register_serve(subcommands: Subcommands) -> None:
 
 def _serve(args: argparse.Namespace, out: Console) -> int:
     log_warnings_to_stderr()
+    if args.token is not None or os.environ.get(TOKEN_VARIABLE):
+        raise CommandError(
+            f"--token and {TOKEN_VARIABLE} are no longer supported: every holder of that "
+            "token could act as any user. Give each client its own key instead: `stratamem "
+            "keys create --user ID` (or --admin for a key that may name any user), then unset "
+            f"{TOKEN_VARIABLE}"
+        )
     try:
         listener = open_listener(args.host, args.port)
     except OSError as error:
@@ -85,7 +106,8 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
             config = ProxyConfig(
                 upstream=args.upstream or mem.settings.llm_base_url or OPENAI_URL,
                 api_key=mem.settings.llm_api_key,
-                token=args.token or os.environ.get(TOKEN_VARIABLE) or None,
+                require_keys=not args.no_auth,
+                max_body_bytes=args.max_body_bytes,
                 timeout=args.timeout,
                 record_after_answer=not args.record_before_answer,
             )
@@ -94,11 +116,12 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
             host, port = listener.getsockname()[:2]
             out.print(
                 f"stratamem proxy on http://{host}:{port}/v1 -> {config.upstream}"
-                + (" (token required)" if config.token else ""),
+                + (" (keys required)" if config.require_keys else " (NO AUTH)"),
                 highlight=False,
                 soft_wrap=True,
             )
             sys.stdout.flush()
+            _warn_about_access(mem, config, f"http://{host}:{port}")
             server = uvicorn.Server(
                 uvicorn.Config(create_app(mem, config), log_level="info", lifespan="on")
             )
@@ -109,6 +132,23 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
     finally:
         listener.close()
     return 0
+
+
+def _warn_about_access(mem: Memory, config: ProxyConfig, where: str) -> None:
+    """Say on stderr when nobody can use the proxy yet, or when anybody can."""
+    errors = Console(file=sys.stderr, soft_wrap=True)
+    if not config.require_keys:
+        errors.print(
+            f"[bold red]WARNING: --no-auth: anyone who can reach {where} can read and write "
+            "the memory of every user, and spends the upstream key.[/]",
+            highlight=False,
+        )
+    elif not any(key.revoked_at is None for key in ProxyKeyStore(mem.database).list()):
+        errors.print(
+            "No valid keys yet: every request is a 401 until you make one with `stratamem keys "
+            "create --user ID` (or --admin).",
+            highlight=False,
+        )
 
 
 def _serve_until_stopped(server: uvicorn.Server, listener: socket.socket) -> None:

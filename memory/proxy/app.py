@@ -4,14 +4,15 @@
 ``user``) stores the request's new messages, sends the assembled context instead of the
 client's history, returns the upstream's answer unchanged, streamed or not, and stores the
 reply once the answer has gone out (``memory.proxy.recordings``). ``GET /v1/models`` is
-forwarded; ``GET /healthz`` answers without touching anything.
+forwarded; ``GET /healthz`` answers without touching anything. Every ``/v1`` request needs a
+stratamem key unless the proxy runs with ``--no-auth``; the key decides which user a request
+may act as (``memory.proxy.access``).
 
 ``Memory`` is synchronous: its calls run in the thread pool, never on the event loop.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,14 +27,27 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memory.context.assembler import AssembledContext
+from memory.errors import ContextOverflowError
 from memory.facade import Memory
 from memory.hook import DEFAULT_SESSION, context_for, record_reply
-from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, USER_HEADER, ProxyConfig
+from memory.proxy.access import Access, Refused
+from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, ProxyConfig
+from memory.proxy.keys import KeyRing
+from memory.proxy.mending import Mender
 from memory.proxy.recordings import Recordings
+from memory.proxy.requests import (
+    BodyRefused,
+    client_error,
+    json_object,
+    named_user,
+    read_body,
+    refuse_ids,
+    to_json,
+)
 from memory.proxy.stream import DONE, EventSplitter, ReplyAssembler, event_data
 from memory.proxy.upstream import Upstream, UpstreamFailed, response_headers
-from storage import InvalidInputError, SessionErasedError
-from storage.inputs import check_id
+from storage import SessionErasedError
+from storage.proxy_keys import ProxyKeyStore
 
 __all__ = ["MemoryProxy", "create_app"]
 
@@ -52,8 +66,8 @@ def create_app(
     """The ASGI application of a proxy over ``memory`` (which the caller opens and closes).
 
     Args:
-        memory: where messages are stored and contexts assembled.
-        config: the upstream, its key, the proxy's own token.
+        memory: where messages are stored and contexts assembled, and keys are found.
+        config: the upstream, its key, whether requests need stratamem keys.
         transport: an ``httpx`` transport for the upstream instead of the network (tests).
     """
     return MemoryProxy(memory, config, transport=transport).app
@@ -64,7 +78,8 @@ class MemoryProxy:
 
     Attributes:
         memory_failures: requests answered without memory, and replies not recorded, because
-            storing or assembling failed; each is logged as a warning.
+            storing or assembling failed or a streamed reply could not be read back; each is
+            logged as a warning.
         recordings: the replies being stored after their response went out.
     """
 
@@ -79,6 +94,9 @@ class MemoryProxy:
         self.config = config
         self.memory_failures = 0
         self.recordings = Recordings()
+        keys = KeyRing(ProxyKeyStore(memory.database)) if config.require_keys else None
+        self._access = Access(keys)
+        self._mender = Mender(memory.counter, memory.budget.history)
         self._upstream = Upstream(config, transport=transport)
         self.app = Starlette(
             routes=[
@@ -101,13 +119,16 @@ class MemoryProxy:
             await self._upstream.close()
 
     async def healthz(self, request: Request) -> Response:
-        """Liveness: the process answers (the database and upstream are not asked)."""
+        """Liveness: the process answers (the database and upstream are not asked; no key).
+
+        It names no user and no key: only counts.
+        """
         return JSONResponse({"status": "ok", "memory_failures": self.memory_failures})
 
     async def models(self, request: Request) -> Response:
-        """``GET /v1/models``, forwarded as is."""
-        if (denied := self._deny(request)) is not None:
-            return denied
+        """``GET /v1/models``, forwarded as is (for any valid key)."""
+        if isinstance(caller := await self._access.caller(request), Refused):
+            return caller.response
         try:
             answer = await self._upstream.send("GET", "/models", request.headers, stream=False)
         except UpstreamFailed as failed:
@@ -115,24 +136,34 @@ class MemoryProxy:
         return Response(answer.content, answer.status_code, headers=response_headers(answer, {}))
 
     async def chat_completions(self, request: Request) -> Response:
-        """``POST /v1/chat/completions`` with memory when the request names a user."""
-        if (denied := self._deny(request)) is not None:
-            return denied
-        raw = await request.body()
-        body = _json_object(raw)
+        """``POST /v1/chat/completions`` with memory when the request acts as a user."""
+        if isinstance(caller := await self._access.caller(request), Refused):
+            return caller.response
+        try:
+            raw = await read_body(request, self.config.max_body_bytes)
+            body = json_object(raw)
+        except BodyRefused as refused:
+            return refused.response
+        user = self._access.acting_user(caller, named_user(request, body))
+        if isinstance(user, Refused):
+            return user.response
         streamed = body is not None and body.get("stream") is True
-        user = _user(request, body)
         if body is None or user is None or not isinstance(body.get("messages"), list):
             return await self._forward(request, raw, streamed, None, {})  # untouched
         session = request.headers.get(SESSION_HEADER) or DEFAULT_SESSION
-        if (refused := _refuse_ids(user, session, request)) is not None:
-            return refused
+        if (wrong_id := refuse_ids(user, session, request)) is not None:
+            return wrong_id
         # The replies this proxy answered before on this session are stored first, so that a
         # client sending one back finds it stored (and it is not stored twice).
         await self.recordings.settled((user, session))
-        context = await self._context(body["messages"], user, session)
+        context = await self._context(body["messages"], raw, user, session)
+        if isinstance(context, Response):
+            return context
         sent = context.messages if context is not None else None
-        content = raw if sent is None else json.dumps({**body, "messages": sent}).encode()
+        try:
+            content = raw if sent is None else to_json({**body, "messages": sent})
+        except BodyRefused as too_deep:
+            return too_deep.response
         state = {MEMORY_HEADER: "ok" if sent is not None else "degraded"}
 
         async def record(reply: dict[str, Any]) -> None:
@@ -148,39 +179,40 @@ class MemoryProxy:
             request, content, streamed, record if sent is not None else None, state
         )
 
-    def _deny(self, request: Request) -> Response | None:
-        """A 401 unless the proxy has no token or the request bears it."""
-        token = self.config.token
-        if token is None:
-            return None
-        given = request.headers.get("authorization", "")
-        expected = f"Bearer {token}"
-        if hmac.compare_digest(given.encode(), expected.encode()):
-            return None
-        return _client_error(401, "missing or wrong bearer token", "invalid_api_key")
-
     async def _context(
-        self, messages: list[Any], user: str, session: str
-    ) -> AssembledContext | None:
-        """The assembled context to send, or ``None`` when memory failed (then logged).
+        self, messages: list[Any], raw: bytes, user: str, session: str
+    ) -> AssembledContext | Response | None:
+        """The assembled context to send; a 400 when the request's input cannot fit the
+        window; ``None`` when memory failed (then logged).
 
-        A documented degradation point: whatever fails while storing the new messages or
+        What memory would refuse in the messages is repaired first (``memory.proxy.mending``).
+        A documented degradation point: whatever else fails while storing the new messages or
         assembling (database down, a history the session cannot take) is logged and counted,
         and the client's own messages go to the upstream: memory never blocks a request.
         """
-        try:
-            context = await run_in_threadpool(
-                context_for,
-                self.memory,
-                messages,
-                user_id=user,
-                session_id=session,
-                lookback=self.config.lookback,
+
+        def assemble() -> AssembledContext:
+            mended, changed = self._mender.mend(messages, raw)
+            if changed:
+                logger.info(
+                    "stratamem proxy: %d message(s) of user %r, session %r repaired to be stored",
+                    changed,
+                    user,
+                    session,
+                )
+            return context_for(
+                self.memory, mended, user_id=user, session_id=session, lookback=self.config.lookback
             )
+
+        try:
+            return await run_in_threadpool(assemble)
+        except ContextOverflowError as error:
+            # The request's own input (with the system message) cannot fit the window: the
+            # upstream could not take it either. The message names numbers, never content.
+            return client_error(400, str(error), "context_length_exceeded")
         except Exception as error:  # noqa: BLE001 - a degradation point: see the docstring
             self._failed("assembling the context", user, session, error)
             return None
-        return context
 
     async def _record(
         self, reply: dict[str, Any], user: str, session: str, context: AssembledContext | None
@@ -195,7 +227,7 @@ class MemoryProxy:
             await run_in_threadpool(
                 record_reply,
                 self.memory,
-                reply,
+                self._mender.reply(reply),
                 user_id=user,
                 session_id=session,
                 context=context,
@@ -238,7 +270,7 @@ class MemoryProxy:
             failed.response.headers.update(state)
             return failed.response
         if streamed and answer.status_code < 400:
-            events = _pass_through(answer, record)
+            events = _pass_through(answer) if record is None else self._relay(answer, record)
             headers = response_headers(answer, state)
             return StreamingResponse(events, answer.status_code, headers=headers)
         if streamed:
@@ -250,35 +282,55 @@ class MemoryProxy:
                 await record(reply)
         return Response(answer.content, answer.status_code, headers=response_headers(answer, state))
 
+    async def _relay(self, answer: httpx.Response, record: Recorder) -> AsyncIterator[bytes]:
+        """The upstream's events as they complete; ``record`` takes the reply before ``[DONE]``.
 
-async def _pass_through(answer: httpx.Response, record: Recorder | None) -> AsyncIterator[bytes]:
-    """The upstream's events as they complete; the reply is taken by ``record`` before ``[DONE]``.
+        Holding back only the final event means a client that sends its next request as soon
+        as the stream ends finds this reply's recording started, and so waits for it
+        (``Recordings``), or, with ``record_after_answer`` off, finds it stored.
+        A stream cut short (no ``finish_reason``) is not recorded: the client does not hold
+        that reply either. Nor is a reply whose chunks could not be read back (a shape the
+        assembler does not know): that is logged and counted, and every byte goes to the
+        client as it came; the client's next request brings the reply in.
+        """
+        splitter, assembler = EventSplitter(), ReplyAssembler()
+        held: list[bytes] = []
+        try:
+            async for data in answer.aiter_bytes():
+                for event in splitter.feed(data):
+                    payload = event_data(event)
+                    if payload == DONE or held:
+                        held.append(event)
+                        continue
+                    if payload is not None:
+                        assembler.add(payload)
+                    yield event
+            held.append(splitter.rest())
+            if assembler.unreadable is not None:
+                self.memory_failures += 1
+                logger.warning(
+                    "stratamem proxy: a streamed reply could not be read back (%s); it is not "
+                    "stored, the client's next request brings it in",
+                    assembler.unreadable,
+                )
+            reply = assembler.message() if assembler.finished else None
+            if reply is not None:
+                await record(reply)
+            for event in held:
+                if event:
+                    yield event
+        except httpx.HTTPError as error:
+            logger.warning("stratamem proxy: the upstream's stream broke: %r", error)
+            raise
+        finally:
+            await answer.aclose()
 
-    Holding back only the final event means a client that sends its next request as soon as
-    the stream ends finds this reply's recording started, and so waits for it (``Recordings``),
-    or, with ``record_after_answer`` off, finds it stored.
-    A stream cut short (no ``finish_reason``) is not recorded: the client does not hold that
-    reply either.
-    """
-    splitter, assembler = EventSplitter(), ReplyAssembler()
-    held: list[bytes] = []
+
+async def _pass_through(answer: httpx.Response) -> AsyncIterator[bytes]:
+    """The upstream's stream of a request without memory, its bytes forwarded as they come."""
     try:
         async for data in answer.aiter_bytes():
-            for event in splitter.feed(data):
-                payload = event_data(event)
-                if payload == DONE or held:
-                    held.append(event)
-                    continue
-                if payload is not None:
-                    assembler.add(payload)
-                yield event
-        held.append(splitter.rest())
-        reply = assembler.message() if assembler.finished else None
-        if record is not None and reply is not None:
-            await record(reply)
-        for event in held:
-            if event:
-                yield event
+            yield data
     except httpx.HTTPError as error:
         logger.warning("stratamem proxy: the upstream's stream broke: %r", error)
         raise
@@ -286,53 +338,11 @@ async def _pass_through(answer: httpx.Response, record: Recorder | None) -> Asyn
         await answer.aclose()
 
 
-def _client_error(status: int, detail: str, code: str) -> Response:
-    """An error of the client's request, in the OpenAI error shape."""
-    error = {"message": f"stratamem proxy: {detail}", "type": "invalid_request_error", "code": code}
-    return JSONResponse({"error": error}, status_code=status)
-
-
-def _refuse_ids(user: str, session: str, request: Request) -> Response | None:
-    """A 400 when the user or session id cannot name stored rows (too long, NUL, ...).
-
-    Checked before anything is stored or forwarded: such a request is the client's mistake,
-    not a failure of memory, and the answer says which id is wrong without quoting it.
-    """
-    where = f"the {USER_HEADER} header" if request.headers.get(USER_HEADER) else "the body's user"
-    for name, value, code in (
-        (where, user, "invalid_user"),
-        (f"the {SESSION_HEADER} header", session, "invalid_session"),
-    ):
-        try:
-            check_id(name, value)
-        except InvalidInputError as error:
-            return _client_error(400, str(error), code)
-    return None
-
-
-def _json_object(raw: bytes) -> dict[str, Any] | None:
-    """The request body as a JSON object, or ``None`` (then it is forwarded untouched)."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _user(request: Request, body: dict[str, Any] | None) -> str | None:
-    """Who the request is for: the header, else the body's ``user``; ``None`` for nobody."""
-    header = request.headers.get(USER_HEADER)
-    if header:
-        return header
-    user = body.get("user") if body is not None else None
-    return user if isinstance(user, str) and user else None
-
-
 def _first_message(content: bytes) -> dict[str, Any] | None:
     """The first choice's message of a chat completion, or ``None`` when there is none."""
     try:
         completion = json.loads(content)
         message = completion["choices"][0]["message"]
-    except (ValueError, LookupError, TypeError):
+    except (ValueError, LookupError, TypeError, RecursionError):
         return None
     return message if isinstance(message, dict) else None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from memory.hook import LOOKBACK
 
 __all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
     "MEMORY_HEADER",
     "SESSION_HEADER",
     "USER_HEADER",
@@ -21,6 +22,9 @@ SESSION_HEADER = "X-Stratamem-Session"
 #: the client's own messages were forwarded. The reply is recorded after the response has gone
 #: out: a failure there is logged and counted (``/healthz``), not told in this header.
 MEMORY_HEADER = "X-Stratamem-Memory"
+#: The largest request body the proxy reads (32 MiB): a long history with a few images fits;
+#: a larger body is a 413 before it is read.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,12 @@ class ProxyConfig:
     Attributes:
         upstream: the upstream's OpenAI-compatible base URL, ending with ``/v1`` as the
             ``openai`` client's ``base_url`` does.
-        api_key: sent to the upstream as a bearer token; without one, the client's own
-            ``Authorization`` header is forwarded (unless it is the proxy's token).
-        token: when set, every ``/v1`` request needs ``Authorization: Bearer <token>``.
+        api_key: sent to the upstream as a bearer token. Without one, nothing is sent with
+            keys required (the client's ``Authorization`` is its stratamem key), and the
+            client's own ``Authorization`` with ``require_keys`` off.
+        require_keys: every ``/v1`` request needs a stratamem key (``memory.proxy.access``);
+            ``False`` (``--no-auth``) serves whoever reaches the port, as any user named.
+        max_body_bytes: the largest request body read; a larger one is a 413.
         timeout: seconds to wait for the upstream (reading a response included).
         connect_timeout: seconds to wait for a connection to the upstream.
         lookback: how many stored messages a request is compared with to find its new ones.
@@ -44,7 +51,8 @@ class ProxyConfig:
 
     upstream: str
     api_key: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
+    require_keys: bool = True
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     timeout: float = 600.0
     connect_timeout: float = 10.0
     lookback: int = LOOKBACK

@@ -107,8 +107,10 @@ class Upstream:
         headers = {name: incoming[name] for name in _FORWARDED if name in incoming}
         if self._config.api_key:
             headers["authorization"] = f"Bearer {self._config.api_key}"
-        elif self._config.token is None and "authorization" in incoming:
-            # No key of its own and no token of its own: the client's key is the upstream's.
+        elif not self._config.require_keys and "authorization" in incoming:
+            # No key of its own and no keys of its own (--no-auth): the client's key is the
+            # upstream's. With keys, the client's Authorization is its stratamem key, which
+            # never leaves the proxy.
             headers["authorization"] = incoming["authorization"]
         return headers
 

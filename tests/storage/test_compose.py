@@ -34,12 +34,19 @@ def test_the_password_comes_from_the_environment_with_no_default() -> None:
 
 
 def test_every_secret_is_required_from_the_environment() -> None:
-    uses = re.findall(
-        r"\$\{(POSTGRES_PASSWORD|STRATAMEM_PROXY_TOKEN)([^}]*)\}", "\n".join(settings())
-    )
+    uses = re.findall(r"\$\{(POSTGRES_PASSWORD)([^}]*)\}", "\n".join(settings()))
 
-    assert {name for name, _ in uses} == {"POSTGRES_PASSWORD", "STRATAMEM_PROXY_TOKEN"}
+    assert {name for name, _ in uses} == {"POSTGRES_PASSWORD"}
     assert all(rest.startswith(":?") for _, rest in uses)
+
+
+def test_the_proxy_requires_keys() -> None:
+    # The shared token is gone (the proxy refuses to start with it); clients bring keys.
+    proxy = SERVICES["proxy"]
+
+    assert "--no-auth" not in proxy["command"]
+    assert "STRATAMEM_PROXY_TOKEN" not in COMPOSE
+    assert "keys create --user" in COMPOSE
 
 
 def test_the_image_is_pgvector() -> None:
@@ -56,6 +63,5 @@ def test_the_proxy_and_the_worker_run_the_repositorys_image_against_postgres() -
         url = service["environment"]["STRATAMEM_DATABASE_URL"]
         assert url.startswith("postgresql+psycopg://stratamem:${POSTGRES_PASSWORD:?")
         assert url.endswith("@postgres:5432/stratamem")
-    assert "STRATAMEM_PROXY_TOKEN" in proxy["environment"]
     assert "python -m pip install --no-cache-dir ." in (ROOT / "Dockerfile").read_text()
     assert ".venv" in (ROOT / ".dockerignore").read_text().split()

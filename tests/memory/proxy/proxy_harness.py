@@ -16,12 +16,15 @@ from upstream_fake import FakeUpstream, Served
 
 from memory import Memory, Settings
 from memory.proxy import MemoryProxy, ProxyConfig
+from memory.proxy.keys import KeyRing
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database
+from storage.proxy_keys import ProxyKeyStore
 
 __all__ = [
     "MakeClient",
     "MakeProxy",
+    "admin_key",
     "contents",
     "make_client",
     "make_proxy",
@@ -35,7 +38,7 @@ __all__ = [
 
 #: ``make_proxy(mem=None, **config) -> "/v1" URL`` (the fixture in conftest.py).
 MakeProxy = Callable[..., str]
-#: ``make_client(url, api_key=..., **headers) -> openai.OpenAI`` (the fixture in conftest.py).
+#: ``make_client(url, api_key=admin key, **headers) -> openai.OpenAI`` (the fixture below).
 MakeClient = Callable[..., openai.OpenAI]
 
 
@@ -75,6 +78,13 @@ def proxy_database(database_url: str) -> Iterator[Database]:
         yield opened
 
 
+@pytest.fixture(scope="module")
+def admin_key(proxy_database: Database) -> str:
+    """An admin key of the shared database: it may name any user (``make_client``'s default)."""
+    key, _ = KeyRing(ProxyKeyStore(proxy_database)).create(user_id=None, label="proxy tests")
+    return key
+
+
 @pytest.fixture
 def memory(proxy_database: Database) -> Memory:
     """A ``Memory`` on the shared database; cards embedded by the fast hashing fake."""
@@ -110,10 +120,11 @@ def make_proxy(memory: Memory, upstream: tuple[FakeUpstream, str]) -> Iterator[C
 
 
 @pytest.fixture
-def make_client() -> Callable[..., openai.OpenAI]:
-    """A real ``openai`` client for a proxy URL; no retries, so each call is one request."""
+def make_client(admin_key: str) -> Callable[..., openai.OpenAI]:
+    """A real ``openai`` client for a proxy URL, with the admin key unless told another;
+    no retries, so each call is one request."""
 
-    def make(base_url: str, *, api_key: str = "sk-client", **headers: str) -> openai.OpenAI:
+    def make(base_url: str, *, api_key: str = admin_key, **headers: str) -> openai.OpenAI:
         return openai.OpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, default_headers=headers
         )

@@ -36,8 +36,9 @@ def session(memory: Memory, user_id: str, session_id: str) -> Iterator[tuple[str
 
 
 @pytest.fixture
-def post(make_proxy: MakeProxy) -> Iterator[Any]:
-    """``post(body, headers=..., content=...)``: a raw POST to the proxy's chat completions."""
+def post(make_proxy: MakeProxy, admin_key: str) -> Iterator[Any]:
+    """``post(body, headers=..., content=...)``: a raw POST to the proxy's chat completions,
+    with the admin key."""
     url = make_proxy() + "/chat/completions"
     with httpx.Client(timeout=60) as client:
 
@@ -45,6 +46,7 @@ def post(make_proxy: MakeProxy) -> Iterator[Any]:
             body: Any = None, *, content: bytes | None = None, **headers: str
         ) -> httpx.Response:
             data = content if content is not None else json.dumps(body).encode()
+            headers = {"Authorization": f"Bearer {admin_key}", **headers}
             return client.post(url, content=data, headers=headers)
 
         yield send
@@ -140,7 +142,7 @@ def test_nul_characters_in_content_are_stored_and_given_back_exactly(
     ]
 
 
-def test_a_lone_surrogate_in_content_is_passed_through_without_memory(
+def test_a_lone_surrogate_in_content_is_stored_repaired(
     post: Any,
     session: tuple[str, str],
     upstream: tuple[FakeUpstream, str],
@@ -152,12 +154,15 @@ def test_a_lone_surrogate_in_content_is_passed_through_without_memory(
 
     response = post(content=json.dumps(body).encode(), **who(*session))
 
-    # Memory cannot store it: the client's own messages go upstream, which refuses them.
-    assert response.status_code == 400
-    assert error_of(response)["type"] == "invalid_request_error"
-    assert response.headers["x-stratamem-memory"] == "degraded"
-    assert len(upstream[0].received) == 1
-    assert stored(memory, *session) == EARLIER
+    # No database and no upstream can take half a UTF-16 pair: it becomes U+FFFD, in memory
+    # and upstream alike (see test_proxy_resend.py for the resends that follow).
+    assert response.status_code == 200
+    assert response.headers["x-stratamem-memory"] == "ok"
+    assert upstream[0].bodies[-1]["messages"][-1]["content"] == f"{SECRET} \ufffd"
+    assert stored(memory, *session)[2:] == [
+        {"role": "user", "content": f"{SECRET} \ufffd"},
+        {"role": "assistant", "content": f"echo: {SECRET} \ufffd"},
+    ]
     assert SECRET not in caplog.text
 
 
@@ -237,20 +242,22 @@ def test_messages_of_wrong_types_inside_are_passed_through_without_memory(
     [
         None,
         "Bearer wrong",
+        "Bearer sm_" + "x" * 43,
         "Bearer " + "x" * 10_000,
         "Basic cHJveHk6c2VjcmV0",
-        "Bearer proxy-s\xc3\xa9".encode("latin-1"),
+        "Bearer sm_s\xc3\xa9".encode("latin-1"),
+        "Bearer sk-upstream",
     ],
-    ids=["missing", "wrong", "huge", "basic", "latin-1"],
+    ids=["missing", "wrong", "unknown key", "huge", "basic", "latin-1", "the upstream's key"],
 )
-def test_without_the_right_bearer_token_it_is_a_401_and_nothing_moves(
+def test_without_a_valid_key_it_is_a_401_and_nothing_moves(
     make_proxy: MakeProxy,
     session: tuple[str, str],
     upstream: tuple[FakeUpstream, str],
     memory: Memory,
     authorization: str | bytes | None,
 ) -> None:
-    url = make_proxy(token="proxy-secret") + "/chat/completions"
+    url = make_proxy() + "/chat/completions"
     headers = {name.encode(): value.encode() for name, value in who(*session).items()}
     if authorization is not None:
         given = authorization if isinstance(authorization, bytes) else authorization.encode()
@@ -261,11 +268,9 @@ def test_without_the_right_bearer_token_it_is_a_401_and_nothing_moves(
     )
 
     assert response.status_code == 401
-    assert error_of(response) == {
-        "message": "stratamem proxy: missing or wrong bearer token",
-        "type": "invalid_request_error",
-        "code": "invalid_api_key",
-    }
+    error = error_of(response)
+    assert (error["type"], error["code"]) == ("invalid_request_error", "invalid_api_key")
+    assert "stratamem keys create" in error["message"]
     assert upstream[0].received == []
     recorded()
     assert stored(memory, *session) == EARLIER

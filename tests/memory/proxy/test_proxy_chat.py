@@ -274,7 +274,8 @@ def test_a_request_without_a_user_passes_through_untouched(
     make_proxy: MakeProxy, make_client: MakeClient, upstream: tuple[FakeUpstream, str]
 ) -> None:
     fake, _ = upstream
-    client = make_client(make_proxy(api_key=None))  # the client's own key goes upstream
+    # With --no-auth and no upstream key of the proxy's, the client's own key goes upstream.
+    client = make_client(make_proxy(api_key=None, require_keys=False), api_key="sk-client")
     messages = [
         SYSTEM,
         {"role": "system", "content": "Second system."},
@@ -301,19 +302,23 @@ def test_models_are_forwarded(
 def test_the_proxy_does_not_log_keys_or_content_at_info_level(
     make_proxy: MakeProxy,
     make_client: MakeClient,
+    admin_key: str,
     user_id: str,
     session_id: str,
     caplog: Any,
 ) -> None:
     caplog.set_level("INFO")
-    client = make_client(make_proxy(), api_key="sk-secret-client", **who(user_id, session_id))
+    url = make_proxy()
+    client = make_client(url, **who(user_id, session_id))
+    message = [{"role": "user", "content": "a confidential remark"}]
 
-    client.chat.completions.create(
-        model="fake-model", messages=[{"role": "user", "content": "a confidential remark"}]
-    )
+    client.chat.completions.create(model="fake-model", messages=message)  # type: ignore[arg-type]
+    with pytest.raises(openai.AuthenticationError):
+        make_client(url, api_key="sk-secret-client", **who(user_id, session_id)).models.list()
 
     logged = json.dumps([record.getMessage() for record in caplog.records])
     assert "confidential" not in logged
+    assert admin_key not in logged and admin_key[3:] not in logged
     assert "sk-secret-client" not in logged and "sk-upstream" not in logged
 
 

@@ -6,6 +6,7 @@ import itertools
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -95,3 +96,94 @@ def test_a_refusal_is_kept_and_an_empty_stream_is_no_message() -> None:
         "content": None,
         "refusal": "I can't help with that.",
     }
+
+
+def test_tool_call_pieces_with_a_null_index_continue_the_last_call_or_start_one() -> None:
+    assembler = ReplyAssembler()
+    for piece in [
+        {"index": None, "id": "a", "function": {"name": "get", "arguments": '{"x"'}},
+        {"index": None, "function": {"arguments": ": 1}"}},
+        {"id": "b", "function": {"name": "put", "arguments": "{}"}},  # no index at all
+        {"index": None, "id": "b", "function": {"arguments": ""}},  # the same call again
+    ]:
+        assembler.add(chunk({"tool_calls": [piece]}))
+    assembler.add(chunk({}, finish="tool_calls"))
+
+    assert assembler.unreadable is None
+    assert assembler.message() == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "get", "arguments": '{"x": 1}'}},
+            {"id": "b", "type": "function", "function": {"name": "put", "arguments": "{}"}},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (json.dumps({"choices": {"index": 0}}), "choices that is not a list"),
+        (json.dumps({"choices": ["text"]}), "a choice that is not an object"),
+        (chunk([1, 2]), "a delta that is not an object"),  # type: ignore[arg-type]
+        (chunk({"content": ["a", "part"]}), "a content of type list"),
+        (chunk({"refusal": 7}), "a refusal of type int"),
+        (chunk({"tool_calls": {"index": 0}}), "tool_calls that is not a list"),
+        (chunk({"tool_calls": ["x"]}), "a tool call piece that is not an object"),
+        (chunk({"tool_calls": [{"index": "0"}]}), "a tool call index of type str"),
+        (chunk({"tool_calls": [{"index": 0, "id": 5}]}), "a id of type int"),
+        (chunk({"tool_calls": [{"index": 0, "function": "f"}]}), "a tool call's function that"),
+        (chunk({"tool_calls": [{"index": 0, "function": {"name": 1}}]}), "a name of type int"),
+    ],
+)
+def test_a_chunk_it_cannot_read_makes_the_reply_unreadable_never_an_error(
+    data: str, why: str
+) -> None:
+    assembler = ReplyAssembler()
+    assembler.add(chunk({"content": "Some text"}))
+
+    assembler.add(data)
+    assembler.add(chunk({"content": " more"}, finish="stop"))
+
+    assert assembler.unreadable is not None and assembler.unreadable.startswith(why)
+    assert assembler.message() is None
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+chunk_keys = st.sampled_from(
+    [
+        "choices",
+        "index",
+        "delta",
+        "content",
+        "refusal",
+        "tool_calls",
+        "id",
+        "function",
+        "name",
+        "arguments",
+        "finish_reason",
+    ]
+)
+chunk_like = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2, max_value=2) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(chunk_keys, inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(chunks=st.lists(st.one_of(json_values, chunk_like), max_size=6))
+def test_no_chunk_makes_the_assembler_raise(chunks: list[Any]) -> None:
+    assembler = ReplyAssembler()
+    for value in chunks:
+        assembler.add(json.dumps(value))
+
+    message = assembler.message()
+
+    assert message is None or message["role"] == "assistant"

@@ -54,7 +54,14 @@ class Fail:
     message: str = "upstream failed on purpose"
 
 
-Answer = Text | Calls | Fail
+@dataclass(frozen=True)
+class Raw:
+    """Stream these bytes as they are (a request with ``"stream": true`` only)."""
+
+    chunks: tuple[bytes, ...]
+
+
+Answer = Text | Calls | Fail | Raw
 
 
 @dataclass
@@ -145,6 +152,8 @@ class FakeUpstream:
             error = {"message": answer.message, "type": "server_error", "code": "scripted"}
             return JSONResponse({"error": error}, status_code=answer.status)
         headers = {"x-request-id": f"req-{len(self.received)}"}
+        if isinstance(answer, Raw):
+            return StreamingResponse(_raw(answer), media_type="text/event-stream", headers=headers)
         if body.get("stream") is True:
             return StreamingResponse(
                 self._chunks(body, answer), media_type="text/event-stream", headers=headers
@@ -171,6 +180,11 @@ class FakeUpstream:
         chunk = _chunk(body, {"index": 0, "delta": {}, "finish_reason": finish})
         yield f"data: {json.dumps(chunk)}\n\n".encode()
         yield b"data: [DONE]\n\n"
+
+
+async def _raw(answer: Raw) -> AsyncIterator[bytes]:
+    for chunk in answer.chunks:
+        yield chunk
 
 
 def _chat_body(raw: bytes) -> dict[str, Any] | None:
