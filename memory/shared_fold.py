@@ -256,7 +256,7 @@ class SharedFold:
             tool_result_chars=self.tool_result_chars,
         )
         material = summary_material(
-            previous.text if previous else None,
+            self.summarizer.sendable(previous),
             previous is not None and previous.kind == "raw",
             transcript,
         )
@@ -338,7 +338,7 @@ class SharedFold:
                 attempts=alone.attempts + failure.attempts,
             )
         else:
-            summary = self.summarizer.degraded(previous, folded, *spent)
+            summary = self.summarizer.degraded(previous, folded, *spent, read=failure.replies > 0)
         if good.cards is not None:
             drafts, model = good.cards
             extraction = Extraction(drafts, "llm", False, model, 0, 0, 0)
