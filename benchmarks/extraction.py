@@ -1,6 +1,7 @@
 """LLM cost of long-term memory: rolling summary and card extraction together, per conversation.
 
     python -m benchmarks.extraction [--turns 1000] [--history-budget 8000 16000 32000]
+                                    [--model json|prose|refusing]
 
 Replays ``benchmarks.summary``'s scripted 1,000-turn conversation (with tool calls) through the
 real code path: ``Memory.prepare`` stores each user message and ``Memory.record`` the rest of
@@ -15,6 +16,15 @@ The local fake OpenAI server answers a fold with JSON: a summary of 30% of its i
 facts so that it passes the retention check) and two cards. It counts input tokens with
 tiktoken over each request's message contents. Goals (issue 10): input tokens <= 1.3x the
 conversation and at most one call per 10 turns, summary and extraction together.
+
+``--model`` picks how the fake model answers (issue 17): ``json`` follows the JSON prompts (the
+default; the run stops with an error if any attempt was retried or degraded); ``prose`` answers
+every JSON prompt in plain text (a fold with the summary alone, an extraction with a sentence),
+as a model that ignores both ``response_format`` and the prompt would; ``refusing`` refuses
+everything, so every fold fails although the model answers. For each, also printed: how many of
+the conversation's messages went to the model in more than one request (found by their text in
+every request, the numbered transcript and a raw archive alike), and the most requests one
+message went in.
 
 Also printed: what cutting tool results in the fold's request shorter would save and leave
 out of the summariser's view (the share of the tool results' key facts, numbers, ids and names
@@ -39,7 +49,7 @@ from typing import Any
 from benchmarks.summary import conversation, load_fake_server
 from memory import Memory
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
-from memory.context.cut import cut_to_chars
+from memory.context.cut import cut_to_chars, one_line
 from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
@@ -72,14 +82,53 @@ class Tally:
     transcript: int = 0
 
 
+class Resends:
+    """How many requests each message of the conversation went in, found by its text.
+
+    A message is known by the first ``KEY_CHARS`` characters of its text, as every request
+    renders it (a numbered transcript line, a raw archive line: ``[n] role: text``); messages
+    without text (a call with no words) or whose key is not unique are not counted.
+    """
+
+    KEY_CHARS = 48
+    _PREFIX = re.compile(r"^(?:\[\d+\] )?(?:user|assistant|system|tool [\w-]+): ")
+
+    def __init__(self, messages: list[Message]) -> None:
+        keys: dict[str, int] = {}
+        for index, message in enumerate(messages):
+            text = one_line(message.text)
+            if len(text) >= self.KEY_CHARS:
+                key = text[: self.KEY_CHARS]
+                keys[key] = -1 if key in keys else index
+        self._keys = {key: index for key, index in keys.items() if index >= 0}
+        self.sent: dict[int, int] = {}
+
+    def count(self, material: str) -> None:
+        """Count the messages one request holds (each once per request)."""
+        found = {
+            self._keys.get(self._PREFIX.sub("", line, count=1)[: self.KEY_CHARS])
+            for line in material.split("\n")
+        }
+        for index in found - {None}:
+            assert index is not None
+            self.sent[index] = self.sent.get(index, 0) + 1
+
+    def more_than_once(self) -> int:
+        """Messages sent in more than one request."""
+        return sum(1 for times in self.sent.values() if times > 1)
+
+
 def kind_of(body: dict[str, Any]) -> str:
     """Which kind of call a request is, by its instructions."""
     system = str(body["messages"][0]["content"])
     return next((kind for kind, start in _KINDS if system.startswith(start)), "other")
 
 
-def responder(fake: ModuleType, counter: TiktokenCounter, share: float) -> Any:
-    """The fake model: a JSON summary and two cards for a fold, plain text or JSON otherwise."""
+def responder(fake: ModuleType, counter: TiktokenCounter, share: float, model: str) -> Any:
+    """The fake model: a JSON summary and two cards for a fold, plain text or JSON otherwise.
+
+    ``model`` ``prose`` answers every JSON prompt in plain text; ``refusing`` refuses all.
+    """
 
     def summary_of(system: str, material: str) -> str:
         stated = re.search(r"at most (\d+) tokens", system)
@@ -99,6 +148,12 @@ def responder(fake: ModuleType, counter: TiktokenCounter, share: float) -> Any:
     def respond(body: dict[str, Any]) -> Any:
         system, material = (str(message["content"]) for message in body["messages"])
         kind = kind_of(body)
+        if model == "refusing":
+            return fake.Reply("I'm sorry, but I can't help with that.")
+        if model == "prose" and kind == "fold":
+            return fake.Reply(summary_of(system, material))
+        if model == "prose" and kind == "extraction only":
+            return fake.Reply("The user wants to fix the staging cluster.")
         if kind == "fold":
             numbers = [int(n) for n in re.findall(r"^\[(\d+)\] ", material, re.M)]
             cards = [
@@ -126,13 +181,22 @@ def replay(mem: Memory, script: list[list[Message]]) -> None:
 
 
 def run_budget(
-    history_budget: int, script: list[list[Message]], share: float, data_dir: Path
-) -> tuple[dict[str, Tally], int]:
-    """Replay the conversation at one history budget; the tallies by kind, the budget used."""
+    history_budget: int,
+    script: list[list[Message]],
+    share: float,
+    data_dir: Path,
+    model: str = "json",
+) -> tuple[dict[str, Tally], int, Resends, int]:
+    """Replay the conversation at one history budget.
+
+    Returns:
+        The tallies by kind, the budget used, the messages' requests, the failed attempts.
+    """
     counter = TiktokenCounter("gpt-4o-mini")
     fake = load_fake_server()
     tallies: dict[str, Tally] = {}
-    answer = responder(fake, counter, share)
+    answer = responder(fake, counter, share, model)
+    resends = Resends([message for turn in script for message in turn])
 
     def counted(body: dict[str, Any]) -> Any:
         tally = tallies.setdefault(kind_of(body), Tally())
@@ -143,6 +207,7 @@ def run_budget(
         tally.instructions += counter.count_text(system)
         tally.summary += counter.count_text(current)
         tally.transcript += counter.count_text(new)
+        resends.count(material)
         return answer(body)
 
     failed: list[SummaryEvent] = []  # a retried or degraded attempt: the fake misbehaved
@@ -169,9 +234,9 @@ def run_budget(
         with mem:
             replay(mem, script)
             budget = mem.budget.history
-    if failed:
+    if failed and model == "json":
         raise RuntimeError(f"{len(failed)} failed attempt(s), e.g. {failed[0].error}")
-    return tallies, budget
+    return tallies, budget, resends, len(failed)
 
 
 def tool_result_cuts(script: list[list[Message]], counter: TiktokenCounter, chars: int) -> str:
@@ -203,6 +268,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1_000)
     parser.add_argument("--history-budget", type=int, nargs="+", default=[8_000, 16_000, 32_000])
     parser.add_argument("--summary-share", type=float, default=0.3)
+    parser.add_argument("--model", choices=("json", "prose", "refusing"), default="json")
     args = parser.parse_args()
 
     counter = TiktokenCounter("gpt-4o-mini")
@@ -211,7 +277,8 @@ def main() -> None:
     own_tokens = sum(map(counter.count_message, messages))
     print(
         f"conversation: {args.turns:,} turns, {len(messages):,} messages, {own_tokens:,} tokens; "
-        f"fake summary {args.summary_share:.0%} of its input; load {os.getloadavg()[0]:.1f}"
+        f"fake summary {args.summary_share:.0%} of its input; model {args.model}; "
+        f"load {os.getloadavg()[0]:.1f}"
     )
     print(
         f"{'history budget':>14}  {'LLM use':<16}{'calls':>7}{'input tokens':>15}"
@@ -220,7 +287,9 @@ def main() -> None:
     verdicts: list[str] = []
     for budget in args.history_budget:
         with tempfile.TemporaryDirectory() as folder:
-            tallies, used = run_budget(budget, script, args.summary_share, Path(folder))
+            tallies, used, resends, failed = run_budget(
+                budget, script, args.summary_share, Path(folder), args.model
+            )
         both = Tally(
             sum(t.calls for t in tallies.values()), sum(t.tokens_in for t in tallies.values())
         )
@@ -235,6 +304,11 @@ def main() -> None:
                 f"instructions, {tally.summary // tally.calls:,} of current summary, "
                 f"{tally.transcript // tally.calls:,} of new messages"
             )
+        print(
+            f"{'':>14}  messages in more than one request: {resends.more_than_once():,} of "
+            f"{len(resends.sent):,} sent (at most {max(resends.sent.values(), default=0)} "
+            f"requests each); failed attempts: {failed:,}"
+        )
         ratio, per_call = both.tokens_in / own_tokens, args.turns / max(both.calls, 1)
         verdicts.append(
             f"history budget {used:,}: input <= 1.3x conversation: "

@@ -42,6 +42,7 @@ from memory.llm import (
     LLMChainFailed,
     LLMEvent,
     OpenAIChatModel,
+    ReplyFormat,
     ScriptedChatModel,
 )
 from memory.settings import CardSettings, Settings, SummarySettings
@@ -77,6 +78,7 @@ __all__ = [
     "PinBudgetError",
     "Problem",
     "RecordConflictError",
+    "ReplyFormat",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",

@@ -1,11 +1,14 @@
 """The chat models an ``LLMChain`` calls (the ``ChatModel`` Protocol, the OpenAI client behind it,
 a scripted fake for tests): one call each and no policy, apart from the chain that decides when to
-call them again."""
+call them again, and the JSON mode an endpoint may refuse (``ReplyFormat``)."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterable, Sequence
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,8 +22,36 @@ __all__ = [
     "ChatRequest",
     "Completion",
     "OpenAIChatModel",
+    "ReplyFormat",
     "ScriptedChatModel",
 ]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFormat:
+    """The JSON a reply must be, as a JSON Schema: sent as ``response_format`` (JSON mode).
+
+    The prompt asks for the same JSON in words, so a model or endpoint without JSON mode is
+    asked by the prompt alone and its reply is checked all the same.
+
+    Attributes:
+        name: the schema's name (letters, digits, ``_`` and ``-``).
+        schema: the JSON Schema of the reply (an object).
+        strict: ask the endpoint to hold the reply to the schema exactly.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool = True
+
+    def to_openai(self) -> dict[str, Any]:
+        """The ``response_format`` request field."""
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": self.name, "schema": dict(self.schema), "strict": self.strict},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +76,8 @@ class ChatModel(Protocol):
 
     Implementations raise ``LLMError`` for every failure of the call (network, timeout, HTTP
     status, empty or malformed reply) and nothing else: callers degrade on ``LLMError`` and let
-    any other exception through as a bug.
+    any other exception through as a bug. ``response_format`` asks for JSON of a schema where the
+    model can be held to one; a model that cannot ignores it (the prompt asks for the same JSON).
     """
 
     def complete(
@@ -56,6 +88,7 @@ class ChatModel(Protocol):
         temperature: float,
         max_tokens: int | None,
         timeout: float,
+        response_format: ReplyFormat | None = None,
     ) -> Completion:
         """Send ``messages`` (OpenAI-format dicts) to ``model`` and return its reply."""
         ...
@@ -63,6 +96,10 @@ class ChatModel(Protocol):
 
 #: The key sent to an endpoint configured without one (a local server that checks none).
 NO_API_KEY = "not-needed"
+#: What a 400 (or 422) error says when the endpoint refuses JSON mode, not the request: the
+#: field's name (OpenAI: "Unrecognized request argument supplied: response_format", "Invalid
+#: schema for response_format ..."), or "unsupported parameter" (several compatible servers).
+_REFUSES_JSON_MODE = re.compile(r"response[_ ]format|json[_ ]schema|unsupported param", re.I)
 
 
 class OpenAIChatModel:
@@ -73,6 +110,11 @@ class OpenAIChatModel:
     (``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``), read when the object is created. A base URL
     with no key anywhere gets ``NO_API_KEY``: self-hosted servers (vLLM, llama.cpp, Ollama)
     often want none, and the client refuses to start without one.
+
+    JSON mode: a request with a ``ReplyFormat`` sends it as ``response_format``. An endpoint
+    that refuses the field (``_REFUSES_JSON_MODE``) is asked again at once without it, and the
+    model is remembered (per object, that is per endpoint) so later calls ask by the prompt alone
+    and do not pay the refusal again.
 
     Raises:
         ConfigurationError: no API key was given, none is in the environment, and no base URL.
@@ -85,6 +127,13 @@ class OpenAIChatModel:
             self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         except openai.OpenAIError as error:
             raise ConfigurationError(f"cannot create the OpenAI client: {error}") from error
+        self._lock = threading.Lock()
+        self._without_json_mode: set[str] = set()
+
+    def takes_json_mode(self, model: str) -> bool:
+        """Whether requests for ``model`` still send ``response_format`` (no refusal seen)."""
+        with self._lock:
+            return model not in self._without_json_mode
 
     @property
     def base_url(self) -> str:
@@ -99,8 +148,9 @@ class OpenAIChatModel:
         temperature: float,
         max_tokens: int | None,
         timeout: float,
+        response_format: ReplyFormat | None = None,
     ) -> Completion:
-        """Send one chat completion request; see ``ChatModel.complete``.
+        """Send one chat completion request; see ``ChatModel.complete`` and the class.
 
         ``max_tokens`` is sent as ``max_tokens`` (not ``max_completion_tokens``), which every
         OpenAI-compatible server understands.
@@ -108,14 +158,31 @@ class OpenAIChatModel:
         Raises:
             LLMError: the call failed, timed out, or the reply was empty or malformed.
         """
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens if max_tokens is not None else openai.omit,
+            "timeout": timeout,
+        }
+        if response_format is not None and self.takes_json_mode(model):
+            try:
+                return self._send(request | {"response_format": response_format.to_openai()})
+            except LLMError as failure:
+                if not _refuses_json_mode(failure.__cause__):
+                    raise
+                with self._lock:
+                    self._without_json_mode.add(model)
+                logger.warning(
+                    "%s at %s refuses response_format; asking for JSON by the prompt alone "
+                    "from now on: %s", model, self.base_url, failure,
+                )  # fmt: skip
+        return self._send(request)
+
+    def _send(self, request: dict[str, Any]) -> Completion:
+        model = request["model"]
         try:
-            response = self._client.chat.completions.create(
-                model=model,
-                messages=messages,  # type: ignore[arg-type]  # plain dicts, as the API takes them
-                temperature=temperature,
-                max_tokens=max_tokens if max_tokens is not None else openai.omit,
-                timeout=timeout,
-            )
+            response = self._client.chat.completions.create(**request)
         except openai.OpenAIError as error:
             raise LLMError(f"{model}: {type(error).__name__}: {error}") from error
         except ValueError as error:
@@ -123,6 +190,12 @@ class OpenAIChatModel:
             # ``json.JSONDecodeError`` through when the body is not JSON.
             raise LLMError(f"{model}: the reply is not valid JSON: {error}") from error
         return _completion(response, model)
+
+
+def _refuses_json_mode(error: BaseException | None) -> bool:
+    """Whether ``error`` is an endpoint's refusal of ``response_format`` (not of the request)."""
+    refusal = isinstance(error, openai.BadRequestError | openai.UnprocessableEntityError)
+    return refusal and bool(_REFUSES_JSON_MODE.search(str(error)))
 
 
 def _completion(response: object, model: str) -> Completion:
@@ -158,6 +231,7 @@ class ChatRequest:
     temperature: float
     max_tokens: int | None
     timeout: float
+    response_format: ReplyFormat | None = None
 
 
 class ScriptedChatModel:
@@ -189,6 +263,7 @@ class ScriptedChatModel:
         temperature: float,
         max_tokens: int | None,
         timeout: float,
+        response_format: ReplyFormat | None = None,
     ) -> Completion:
         """Record the request and play the next item of the script.
 
@@ -198,7 +273,9 @@ class ScriptedChatModel:
         index = len(self.requests)
         if index >= len(self._script):
             raise LookupError(f"ScriptedChatModel: no reply scripted for request {index + 1}")
-        self.requests.append(ChatRequest(tuple(messages), model, temperature, max_tokens, timeout))
+        self.requests.append(
+            ChatRequest(tuple(messages), model, temperature, max_tokens, timeout, response_format)
+        )
         item = self._script[index]
         if isinstance(item, BaseException):
             raise item

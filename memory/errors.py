@@ -13,6 +13,7 @@
     ├── PinBudgetError              (also ValueError) a pin would exceed the pin budget
     ├── CardNotFoundError           (also LookupError) the user has no card with this id
     └── LLMError                    a chat model call failed (the summariser degrades on it)
+        └── ReplyFormatError        the reply is not the JSON asked for at all (prose)
 
 Errors of the storage layer (``storage.StorageError`` and its children) pass through unchanged.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "PinBudgetError",
     "Problem",
     "RecordConflictError",
+    "ReplyFormatError",
     "StratamemError",
     "ToolCallInterruptedError",
 ]
@@ -165,6 +167,15 @@ class LLMError(StratamemError):
 
     The summariser catches it and degrades (retry, fallback model, raw archive); it never
     reaches the caller of a request.
+    """
+
+
+class ReplyFormatError(LLMError):
+    """A reply is not in the format asked for at all: prose where JSON was asked.
+
+    A model that answers a JSON prompt in prose does so again: an ``LLMChain`` does not ask the
+    same model again (it goes on to the fallback model), and the caller falls back to what needs
+    no JSON (the plain-text summary, the rules).
     """
 
 

@@ -2,17 +2,20 @@
 
 ``ChatModel`` is a small Protocol with the OpenAI client behind it and a scripted fake next to
 it (``memory.chat_models``, exported here too). ``LLMChain`` is the policy every LLM use shares
-(the summariser now, extraction and query rewriting next): attempts with backoff, then the
-fallback model, then a typed ``LLMChainFailed`` that the caller degrades on, with an
-``LLMEvent`` for every step.
+(the summariser, the fold's shared call, extraction and query rewriting): attempts with backoff,
+then the fallback model, then a typed ``LLMChainFailed`` that the caller degrades on, with an
+``LLMEvent`` for every step. A JSON prompt passes its ``ReplyFormat`` (JSON mode where the
+endpoint takes it); a reply in prose (``ReplyFormatError``, see ``json_text``) is not asked of
+the same model again.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
-from dataclasses import astuple, dataclass, replace
+from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from memory.chat_models import (
@@ -20,10 +23,11 @@ from memory.chat_models import (
     ChatRequest,
     Completion,
     OpenAIChatModel,
+    ReplyFormat,
     ScriptedChatModel,
 )
 from memory.context.tokens import DEFAULT_MODEL
-from memory.errors import ConfigurationError, LLMError
+from memory.errors import ConfigurationError, LLMError, ReplyFormatError
 
 if TYPE_CHECKING:
     from memory.settings import SummarySettings
@@ -37,13 +41,34 @@ __all__ = [
     "LLMChainFailed",
     "LLMEvent",
     "OpenAIChatModel",
+    "ReplyFormat",
     "ScriptedChatModel",
+    "json_text",
 ]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 EventKind = Literal["attempt", "success", "retry", "degrade"]
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$")
+
+
+def json_text(text: str, model: str) -> str:
+    """A reply to a JSON prompt without the code fence models like to wrap it in.
+
+    Whether it is the JSON asked for is the caller's to check; a reply that does not even
+    start as a JSON object is prose (a summary, a refusal, an answer), and a model that wrote
+    it once would write it again.
+
+    Raises:
+        ReplyFormatError: the reply does not start with ``{`` (the same model is not asked
+            again).
+    """
+    unfenced = _FENCE.sub("", text).strip()
+    if not unfenced.startswith("{"):
+        raise ReplyFormatError(f"{model}: the reply is not JSON: {unfenced[:60]!r}...")
+    return unfenced
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +77,8 @@ class LLMEvent:
 
     Every ``attempt`` is followed by exactly one of: ``success``; ``retry`` (the same model is
     tried again); ``degrade`` (the next step follows: the fallback model, or the caller's own
-    fallback when no model is left). ``model``, tokens, duration and ``error`` describe the
+    fallback when no model is left; after a model's last attempt, or at once after a reply in
+    prose where JSON was asked). ``model``, tokens, duration and ``error`` describe the
     attempt.
     """
 
@@ -90,13 +116,27 @@ class LLMChainFailed(LLMError):
         tokens_in: prompt tokens spent over every attempt.
         tokens_out: completion tokens spent over every attempt.
         attempts: chat model calls made.
+        replies: attempts a model answered (a reply it was refused for); 0 when none got
+            through (the endpoint down), so nobody read the request.
+        not_json: attempts answered in prose where JSON was asked (``ReplyFormatError``).
     """
 
-    def __init__(self, message: str, *, tokens_in: int, tokens_out: int, attempts: int) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens_in: int,
+        tokens_out: int,
+        attempts: int,
+        replies: int = 0,
+        not_json: int = 0,
+    ) -> None:
         super().__init__(message)
         self.tokens_in = tokens_in
         self.tokens_out = tokens_out
         self.attempts = attempts
+        self.replies = replies
+        self.not_json = not_json
 
 
 class LLMChain:
@@ -185,6 +225,7 @@ class LLMChain:
         accept: Callable[[str, str], T],
         *,
         max_tokens: int | None = None,
+        response_format: ReplyFormat | None = None,
     ) -> ChainResult[T]:
         """Send ``messages`` until a reply is accepted.
 
@@ -192,13 +233,17 @@ class LLMChain:
             messages: the request, as OpenAI-format dicts.
             accept: turns a reply's text (and the model's name) into the value wanted; it
                 raises ``LLMError`` for a reply that is not usable (wrong shape, a refusal, too
-                long), which counts as a failed attempt like a network error does.
+                long), which counts as a failed attempt like a network error does, and
+                ``ReplyFormatError`` for prose where JSON was asked, which ends this model's
+                attempts (the fallback model is tried next).
             max_tokens: the most tokens the server may generate.
+            response_format: the JSON the reply must be, for a JSON prompt (JSON mode where
+                the endpoint takes it).
 
         Raises:
             LLMChainFailed: every attempt of every model failed.
         """
-        tokens_in = tokens_out = attempts = 0
+        tokens_in = tokens_out = attempts = replies = not_json = 0
         errors: list[str] = []
         for model, tries in self.steps:
             for attempt in range(tries):
@@ -207,6 +252,7 @@ class LLMChain:
                 self._emit(LLMEvent("attempt", model, 0, 0, 0.0))
                 started = self._clock()
                 spent_in = spent_out = 0
+                prose = False
                 try:
                     completion = self.chat_model.complete(
                         messages,
@@ -214,11 +260,14 @@ class LLMChain:
                         temperature=self._temperature,
                         max_tokens=max_tokens,
                         timeout=self._timeout,
+                        response_format=response_format,
                     )
                     spent_in, spent_out = completion.tokens_in, completion.tokens_out
+                    replies += 1
                     value = accept(completion.text, model)
                 except LLMError as failure:
                     error = str(failure)
+                    prose = isinstance(failure, ReplyFormatError)
                 else:
                     attempts += 1
                     tokens_in, tokens_out = tokens_in + spent_in, tokens_out + spent_out
@@ -226,17 +275,28 @@ class LLMChain:
                     self._emit(LLMEvent("success", model, spent_in, spent_out, duration))
                     return ChainResult(value, model, tokens_in, tokens_out, attempts)
                 attempts += 1
+                not_json += prose
                 tokens_in, tokens_out = tokens_in + spent_in, tokens_out + spent_out
                 errors.append(error)
+                last = prose or attempt + 1 == tries
                 event = LLMEvent(
-                    "retry", model, spent_in, spent_out, self._clock() - started, error
+                    "degrade" if last else "retry",
+                    model,
+                    spent_in,
+                    spent_out,
+                    self._clock() - started,
+                    error,
                 )
-                self._emit(replace(event, kind="degrade") if attempt + 1 == tries else event)
+                self._emit(event)
+                if last:
+                    break
         raise LLMChainFailed(
             f"every attempt failed ({attempts}); last: {errors[-1] if errors else 'none'}",
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             attempts=attempts,
+            replies=replies,
+            not_json=not_json,
         )
 
     def _emit(self, event: LLMEvent) -> None:

@@ -11,6 +11,13 @@ would alone (the summary to the previous summary plus the raw archive of the inc
 cards to the rule-based extractor, with a ``RulesFallback`` event). Nothing raises because a
 model failed.
 
+The request asks for JSON by its words and by JSON mode (``FOLD_FORMAT``, sent as
+``response_format`` where the endpoint takes it). A model that answers in prose anyway is not
+asked again: the summary comes from the summariser's own plain-text call instead (not a raw
+archive: that summary was fine on its own), the cards from the rules. Such a model would answer
+the next folds in prose too, each costing a second request: the next ``PROSE_PAUSE_FOLDS``
+folds ask it for the summary alone, then JSON is tried again.
+
 ``ArchivingFold`` is the consolidator's fold step that uses it: the lines extraction may cite
 are the fold's user and assistant messages not archived yet, and the cards are stored (and the
 archive mark moved) before the consolidator stores the summary. A crash in between leaves the
@@ -23,26 +30,35 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any
 
 from memory.archiving import source_message
 from memory.cards import CardDraft, CardExtractor, Extraction, SourceMessage
 from memory.cards.extract import drafts_from_reply
-from memory.cards.prompts import CARD_RULES, CARD_SCHEMA
+from memory.cards.prompts import CARD_JSON_SCHEMA, CARD_RULES, CARD_SCHEMA
 from memory.context.messages import Message
+from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import LLMError
-from memory.llm import LLMChain, LLMChainFailed, LLMEvent
+from memory.llm import LLMChain, LLMChainFailed, LLMEvent, ReplyFormat, json_text
 from memory.longterm import LongTermMemory
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent, SummaryResult
 from memory.summary.transcript import SUMMARY_RULES, render_fold_transcript, summary_material
 from storage import StoredMessage
 
-__all__ = ["FOLD_INSTRUCTIONS", "ArchivingFold", "FoldLine", "FoldResult", "SharedFold"]
+__all__ = [
+    "FOLD_FORMAT",
+    "FOLD_INSTRUCTIONS",
+    "PROSE_PAUSE_FOLDS",
+    "ArchivingFold",
+    "FoldLine",
+    "FoldResult",
+    "SharedFold",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +75,20 @@ tokens.
 cards: long-term memories from the numbered lines. {CARD_RULES}
 Each card: {CARD_SCHEMA} "cards": [] when nothing is worth keeping."""
 
+#: The shared call's reply as a JSON Schema, for JSON mode: what ``SharedFold`` accepts.
+FOLD_FORMAT = ReplyFormat(
+    "fold",
+    {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "cards": {"type": "array", "items": CARD_JSON_SCHEMA},
+        },
+        "required": ["summary", "cards"],
+        "additionalProperties": False,
+    },
+)
+
 #: Tool results in the fold's request are cut to this many characters, as every other message
 #: is by default (``prompt_chars_per_message``). Cards never cite them, but the summary keeps
 #: their names, numbers and identifiers: on the benchmark's conversation a cut at 1,000
@@ -66,8 +96,9 @@ Each card: {CARD_SCHEMA} "cards": [] when nothing is worth keeping."""
 #: unseen, against 16% at 2,000 (``benchmarks/extraction.py`` prints the table), so the saving
 #: is taken losslessly instead, by sending JSON compact (``compact_json``).
 TOOL_RESULT_CHARS = 2_000
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$")
+#: After a model answered the fold's JSON request in prose, this many next folds (of this
+#: ``SharedFold``, per model) ask it for the summary alone and leave the cards to the rules.
+PROSE_PAUSE_FOLDS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +144,8 @@ class SharedFold:
 
     The call runs at the summariser's temperature (it writes prose), not extraction's 0: a
     retry never asks again for cards already stored, since the archive mark moves with them.
+    It remembers, per model, the folds left before a model that answered in prose is asked for
+    JSON again (``PROSE_PAUSE_FOLDS``); it is safe to share between threads.
 
     Args:
         summarizer: the summariser (its model, settings, limits and raw archive).
@@ -139,6 +172,8 @@ class SharedFold:
         self._sleep = sleep
         self._clock = clock
         self._on_event = on_event
+        self._lock = threading.Lock()
+        self._prose_pause: dict[str, int] = {}
 
     def fold(self, previous: PreviousSummary | None, lines: Sequence[FoldLine]) -> FoldResult:
         """The summary replacing ``previous`` and the cards of ``lines``, in one call.
@@ -158,8 +193,15 @@ class SharedFold:
             return FoldResult(
                 summarizer.summarise(previous, folded), self.extractor.extract(sources)
             )
-        limit = summarizer.token_limit(previous, folded)
         settings = summarizer.settings
+        model = settings.model or DEFAULT_MODEL
+        if self._paused(model):
+            reason = f"{model} answered a JSON request in prose: the summary is asked alone"
+            return FoldResult(
+                summarizer.summarise(previous, folded),
+                self.extractor.by_rules(sources, "llm_failed", reason),
+            )
+        limit = summarizer.token_limit(previous, folded)
 
         def on_event(event: LLMEvent) -> None:
             if self._on_event is not None:
@@ -175,6 +217,7 @@ class SharedFold:
                 lambda text, model: self._accept(text, model, previous, limit, sources, good),
                 max_tokens=math.ceil(limit * (1 + settings.overshoot))
                 + self.extractor.max_reply_tokens,
+                response_format=FOLD_FORMAT,
             )
         except LLMChainFailed as failure:
             return self._degraded(previous, folded, sources, good, failure)
@@ -213,7 +256,7 @@ class SharedFold:
             tool_result_chars=self.tool_result_chars,
         )
         material = summary_material(
-            previous.text if previous else None,
+            self.summarizer.sendable(previous),
             previous is not None and previous.kind == "raw",
             transcript,
         )
@@ -233,7 +276,7 @@ class SharedFold:
     ) -> tuple[str, tuple[CardDraft, ...]]:
         """Both parts of a reply, or ``LLMError`` naming what was wrong (good parts kept)."""
         try:
-            reply = json.loads(_FENCE.sub("", text))
+            reply = json.loads(json_text(text, model))
         except ValueError as error:
             raise LLMError(f"{model}: the fold reply is not JSON: {error}") from error
         if not isinstance(reply, dict):
@@ -257,6 +300,14 @@ class SharedFold:
             raise LLMError("; ".join(problems))
         return summary, cards
 
+    def _paused(self, model: str) -> bool:
+        """Whether this fold asks ``model`` for the summary alone (and counts the fold)."""
+        with self._lock:
+            left = self._prose_pause.get(model, 0)
+            if left:
+                self._prose_pause[model] = left - 1
+            return left > 0
+
     def _degraded(
         self,
         previous: PreviousSummary | None,
@@ -265,13 +316,29 @@ class SharedFold:
         good: _Parts,
         failure: LLMChainFailed,
     ) -> FoldResult:
-        """Every attempt failed: keep a part that was good once, degrade the other alone."""
+        """Every attempt failed: keep a part that was good once, degrade the other alone.
+
+        A model that answered in prose is asked for the summary alone, in the summariser's own
+        plain-text request; otherwise the summary degrades to the raw archive.
+        """
         spent = (failure.tokens_in, failure.tokens_out, failure.attempts)
         if good.summary is not None:
             text, model = good.summary
             summary = SummaryResult(text, "llm", False, model, *spent)
+        elif failure.not_json:
+            with self._lock:
+                self._prose_pause[self.summarizer.settings.model or DEFAULT_MODEL] = (
+                    PROSE_PAUSE_FOLDS
+                )
+            alone = self.summarizer.summarise(previous, folded)
+            summary = replace(
+                alone,
+                tokens_in=alone.tokens_in + failure.tokens_in,
+                tokens_out=alone.tokens_out + failure.tokens_out,
+                attempts=alone.attempts + failure.attempts,
+            )
         else:
-            summary = self.summarizer.degraded(previous, folded, *spent)
+            summary = self.summarizer.degraded(previous, folded, *spent, read=failure.replies > 0)
         if good.cards is not None:
             drafts, model = good.cards
             extraction = Extraction(drafts, "llm", False, model, 0, 0, 0)
@@ -279,7 +346,8 @@ class SharedFold:
             extraction = self.extractor.by_rules(sources, "llm_failed", str(failure))
         logger.warning(
             "fold call failed after %d attempt(s): summary %s, cards %s; last error: %s",
-            failure.attempts, "kept" if good.summary else "raw archive",
+            failure.attempts,
+            "kept" if good.summary else f"{summary.kind} (alone)" if failure.not_json else "raw",
             "kept" if good.cards else "by rules", failure,
         )  # fmt: skip
         return FoldResult(summary, extraction)

@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.cards.claims import refuse_card
 from memory.cards.model import CardDraft, DatePrecision, SourceMessage, normalize_text
-from memory.cards.prompts import EXTRACTION_INSTRUCTIONS, render_numbered
+from memory.cards.prompts import EXTRACTION_FORMAT, EXTRACTION_INSTRUCTIONS, render_numbered
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import task_attribute
 from memory.errors import LLMError
-from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
+from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent, json_text
 from memory.settings import SummarySettings
 
 __all__ = [
@@ -46,7 +46,6 @@ logger = logging.getLogger(__name__)
 
 #: Card types only the user's own words can establish.
 _ABOUT_THE_USER = ("profile", "preference")
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +185,7 @@ class CardExtractor:
                 self.prompt(messages),
                 lambda text, model: parse_reply(text, messages, model),
                 max_tokens=self.max_reply_tokens,
+                response_format=EXTRACTION_FORMAT,
             )
         except LLMChainFailed as failure:
             return self.by_rules(
@@ -249,7 +249,7 @@ def parse_reply(
             the batch, or a date is not an ISO date.
     """
     try:
-        reply = _Reply.model_validate_json(_FENCE.sub("", text))
+        reply = _Reply.model_validate_json(json_text(text, model))
     except ValidationError as error:
         raise _malformed(error, model) from error
     return _drafts(reply.cards, messages, model)

@@ -1,22 +1,27 @@
 """The words sent to a model for card extraction and query rewriting, and how messages render.
 
-The card rules and the reply schema are written once (``CARD_RULES``, ``CARD_SCHEMA``): the
-extraction-only request and the fold's shared request (``memory.shared_fold``) both use them, so
-the two cannot drift apart.
+The card rules and the reply schema are written once (``CARD_RULES``, ``CARD_SCHEMA``, and
+``CARD_JSON_SCHEMA`` for JSON mode): the extraction-only request and the fold's shared request
+(``memory.shared_fold``) both use them, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
+from typing import Any
 
 from memory.cards.model import SourceMessage
 from memory.context.cut import cut_to_chars, one_line
+from memory.llm import ReplyFormat
 
 __all__ = [
+    "CARD_JSON_SCHEMA",
     "CARD_RULES",
     "CARD_SCHEMA",
+    "EXTRACTION_FORMAT",
     "EXTRACTION_INSTRUCTIONS",
+    "REWRITE_FORMAT",
     "REWRITE_INSTRUCTIONS",
     "date_line",
     "render_numbered",
@@ -40,6 +45,27 @@ user", "attribute": "what it sets, e.g. city, employer, preference:coffee", "sou
 numbers]}; a newer card with the same subject and attribute replaces the older one, so name \
 attributes the same way each time."""
 
+#: ``CARD_SCHEMA`` as a JSON Schema, for JSON mode: the fields the reply's parser reads
+#: (``memory.cards.extract.ReplyCard``). Strict JSON mode wants every field required, so a field
+#: a card may lack is nullable instead of optional.
+CARD_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string", "enum": ["fact", "preference", "task", "event", "profile"]},
+        "text": {"type": "string"},
+        "topic": {"type": ["string", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "occurred_at": {"type": ["string", "null"]},
+        "subject": {"type": ["string", "null"]},
+        "attribute": {"type": ["string", "null"]},
+        "source": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+    },
+    "required": [
+        "type", "text", "topic", "tags", "occurred_at", "subject", "attribute", "source",
+    ],
+    "additionalProperties": False,
+}  # fmt: skip
+
 #: The extractor's system message.
 EXTRACTION_INSTRUCTIONS = f"""\
 You extract long-term memory cards from a conversation between a user and an AI assistant. You \
@@ -56,6 +82,27 @@ Replace pronouns and references ("it", "that", "this one", "they", "这个", "�
 language and wording otherwise; never translate; add nothing else. When there is nothing to \
 resolve, return the message unchanged.
 Reply with JSON only: {"query": "..."}"""
+
+#: The extractor's reply as a JSON Schema, for JSON mode.
+EXTRACTION_FORMAT = ReplyFormat(
+    "cards",
+    {
+        "type": "object",
+        "properties": {"cards": {"type": "array", "items": CARD_JSON_SCHEMA}},
+        "required": ["cards"],
+        "additionalProperties": False,
+    },
+)
+#: The query rewriter's reply as a JSON Schema, for JSON mode.
+REWRITE_FORMAT = ReplyFormat(
+    "query",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+)
 
 
 def date_line(day: date) -> str:

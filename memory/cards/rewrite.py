@@ -3,14 +3,14 @@
 "What about its export?" after "Knowledge base A supports import" searches memory for
 "What about Knowledge base A's export?". The rules resolve a reference when the recent turns
 name one clear antecedent; when they cannot decide and a model is configured, the model
-rewrites (JSON through the shared ``LLMChain``); when both fail the original text is used. The
-rewrite is for retrieval only: the prompt keeps the user's message as written.
+rewrites (JSON through the shared ``LLMChain``, in JSON mode where the endpoint takes it); when
+both fail the original text is used. The rewrite is for retrieval only: the prompt keeps the
+user's message as written.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,11 +18,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.cards.antecedents import Reference, candidates, find_references
-from memory.cards.prompts import REWRITE_INSTRUCTIONS
+from memory.cards.prompts import REWRITE_FORMAT, REWRITE_INSTRUCTIONS
 from memory.context.cut import cut_to_chars, one_line
 from memory.context.messages import Message
 from memory.errors import LLMError
-from memory.llm import LLMChain, LLMChainFailed
+from memory.llm import LLMChain, LLMChainFailed, json_text
 
 __all__ = ["Rewrite", "RewriteMethod", "rewrite_query"]
 
@@ -33,7 +33,6 @@ RewriteMethod = Literal["rules", "llm", "original"]
 RECENT_TURNS = 6
 #: Each recent message is cut to this many characters in the model's prompt.
 PROMPT_CHARS = 600
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +94,7 @@ def rewrite_query(
             _request(input, turns),
             lambda text, model: _accept(text, input, model),
             max_tokens=max(64, len(input) * 2),
+            response_format=REWRITE_FORMAT,
         )
     except LLMChainFailed as failure:
         logger.warning("query rewrite kept the original text: %s", failure)
@@ -159,7 +159,7 @@ def _request(input: str, turns: list[str]) -> list[dict[str, Any]]:
 
 def _accept(text: str, input: str, model: str) -> str:
     try:
-        query = _Reply.model_validate_json(_FENCE.sub("", text)).query
+        query = _Reply.model_validate_json(json_text(text, model)).query
     except ValidationError as error:
         raise LLMError(f"{model}: malformed rewrite reply: {error.errors()[0]['msg']}") from error
     # A rewrite resolves references; one many times longer than the input is an answer.

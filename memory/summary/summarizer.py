@@ -5,7 +5,8 @@ depends on the increment. When the model fails it retries with backoff, then tri
 model, then writes a raw archive (the folded messages as plain text lines); a previous summary
 is kept and the archive appended to it, so nothing is lost. A reply that is a refusal, not a
 plain summary, or forgets most of the previous summary's key facts counts as a failure (see
-``memory.summary.acceptance``). Every text it returns is storable (``sanitize_text``).
+``memory.summary.acceptance``). A raw archive is sent again by the next folds a bounded number
+of times (``memory.summary.archive``). Every text it returns is storable (``sanitize_text``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from memory.errors import LLMError
 from memory.llm import ChatModel, LLMChain, LLMChainFailed, LLMEvent
 from memory.settings import SummarySettings
 from memory.summary.acceptance import check_reply
+from memory.summary.archive import extend_archive, sendable_archive
 from memory.summary.transcript import raw_archive, sanitize_text, summary_request
 
 __all__ = [
@@ -37,12 +39,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SummaryKind = Literal["llm", "raw"]
-
-
-#: Marks where a raw archive's oldest lines were left out to respect its cap.
-ARCHIVE_OMITTED = "[older archived lines omitted; every message is still in the history]"
-#: A raw archive may be this many times the summary cap: it is less dense than a summary.
-ARCHIVE_CAP_FACTOR = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +149,12 @@ class Summarizer:
             )
         except LLMChainFailed as failure:
             return self.degraded(
-                previous, folded, failure.tokens_in, failure.tokens_out, failure.attempts
+                previous,
+                folded,
+                failure.tokens_in,
+                failure.tokens_out,
+                failure.attempts,
+                read=failure.replies > 0,
             )
         return SummaryResult(
             result.value,
@@ -179,12 +180,22 @@ class Summarizer:
     ) -> list[dict[str, Any]]:
         """The chat request that asks for the new summary (instructions, then the material)."""
         return summary_request(
-            previous.text if previous else None,
+            self.sendable(previous),
             folded,
             limit=limit,
             previous_is_archive=previous is not None and previous.kind == "raw",
             chars_per_message=self.settings.prompt_chars_per_message,
         )
+
+    def sendable(self, previous: PreviousSummary | None) -> str | None:
+        """What a request shows of ``previous``: a raw archive without what was tried enough.
+
+        ``None`` when there is nothing to show (no summary, or an archive every line of which
+        was sent ``ARCHIVE_MAX_TRIES`` times already).
+        """
+        if previous is None or previous.kind == "llm":
+            return previous.text if previous else None
+        return sendable_archive(previous.text) or None
 
     def degraded(
         self,
@@ -193,9 +204,15 @@ class Summarizer:
         tokens_in: int,
         tokens_out: int,
         attempts: int,
+        *,
+        read: bool = False,
     ) -> SummaryResult:
-        """What every model failing leaves: the previous summary with the increment's archive."""
-        archive = self._archive(previous, folded)
+        """What every model failing leaves: the previous summary with the increment's archive.
+
+        ``read``: a model answered (its replies were refused), so what the request held
+        counts one more try (``memory.summary.archive``).
+        """
+        archive = self._archive(previous, folded, read=read)
         return SummaryResult(archive, "raw", True, None, tokens_in, tokens_out, attempts)
 
     def accept(self, text: str, previous: PreviousSummary | None, limit: int, model: str) -> str:
@@ -222,30 +239,19 @@ class Summarizer:
             raise LLMError(f"{model}: a reply cannot be cut to {limit} tokens")
         return cut
 
-    def _archive(self, previous: PreviousSummary | None, folded: Sequence[Message]) -> str:
+    def _archive(
+        self, previous: PreviousSummary | None, folded: Sequence[Message], *, read: bool = False
+    ) -> str:
         """The previous summary with the increment's raw archive appended, newest lines kept.
 
-        A previous LLM summary is kept whole (it is within the cap already). The archive lines
-        after it are bounded by ``ARCHIVE_CAP_FACTOR`` times the summary cap, newest kept, so a
-        long outage of every model cannot grow the summary without bound; what is left out is
-        only left out of the summary, since the messages stay in the history.
+        See ``memory.summary.archive``: a previous LLM summary is kept whole, the archive is
+        bounded by ``ARCHIVE_CAP_FACTOR`` times the summary cap, and ``read`` counts a try.
         """
-        lines = raw_archive(folded, self.settings.archive_chars).split("\n")
-        head: list[str] = []
-        if previous is not None and previous.kind == "llm":
-            head = [previous.text, ""]
-        elif previous is not None:
-            lines = [line for line in previous.text.split("\n") if line != ARCHIVE_OMITTED] + lines
-        budget = ARCHIVE_CAP_FACTOR * self.settings.max_tokens
-        budget -= self.counter.count_text("\n".join([*head, ARCHIVE_OMITTED, ""]))
-        kept = len(lines)
-        while kept > 0:
-            cost = self.counter.count_text(lines[kept - 1]) + 1  # + the line break
-            if cost > budget:
-                break
-            budget -= cost
-            kept -= 1
-        omitted = [ARCHIVE_OMITTED] if kept else []
-        # A previous summary stored before sanitizing existed may still hold what Postgres
-        # refuses; the lines of the increment are sanitized already.
-        return sanitize_text("\n".join([*head, *omitted, *lines[kept:]]))
+        return extend_archive(
+            previous.text if previous else None,
+            previous is not None and previous.kind == "raw",
+            raw_archive(folded, self.settings.archive_chars).split("\n"),
+            read=read,
+            max_tokens=self.settings.max_tokens,
+            counter=self.counter,
+        )

@@ -130,7 +130,8 @@ def test_a_malformed_reply_is_retried(
     make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
 ) -> None:
     mem = make_memory()
-    server.script(Reply("Sure! Here are the cards: name Ana"), Reply(GOOD))
+    # JSON, but not the JSON asked for (prose is not asked again: tests/memory/test_json_mode.py).
+    server.script(Reply('{"cards": [{"type": "name", "text": "Ana"}]}'), Reply(GOOD))
     talk(mem, user_id, "My name is Ana and I live in Porto.", "Hi Ana.")
 
     mem.end_session(user_id=user_id, session_id="s1")

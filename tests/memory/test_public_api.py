@@ -34,6 +34,7 @@ EXPECTED = {
     "PinBudgetError",
     "OpenCall",
     "RecordConflictError",
+    "ReplyFormat",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",

@@ -20,11 +20,18 @@ import pytest
 from fake_openai import FakeOpenAI, Malformed, Reply, Status
 
 from memory.cards import CardExtractor, ExtractionEvent, RulesFallback, SourceMessage
+from memory.cards.prompts import CARD_JSON_SCHEMA
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
 from memory.settings import SummarySettings
-from memory.shared_fold import FOLD_INSTRUCTIONS, FoldLine, SharedFold
+from memory.shared_fold import (
+    FOLD_FORMAT,
+    FOLD_INSTRUCTIONS,
+    PROSE_PAUSE_FOLDS,
+    FoldLine,
+    SharedFold,
+)
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent
 from memory.summary.transcript import INSTRUCTIONS
 
@@ -164,8 +171,8 @@ def _limit() -> int:
     return summarizer.token_limit(PreviousSummary("Earlier: Ana asked about Lisbon."), MESSAGES)
 
 
-def test_a_reply_that_is_not_json_is_retried(server: FakeOpenAI, events: Events) -> None:
-    server.script(Reply("Here is the summary: Ana lives in Porto."), reply())
+def test_a_broken_json_reply_is_retried(server: FakeOpenAI, events: Events) -> None:
+    server.script(Reply('{"summary": "Ana lives in Por'), reply())
 
     result = shared(server, events).fold(None, lines())
 
@@ -173,6 +180,84 @@ def test_a_reply_that_is_not_json_is_retried(server: FakeOpenAI, events: Events)
     assert result.summary.kind == "llm" and result.summary.attempts == 2
     assert len(result.extraction.cards) == 2
     assert [event.kind for event in events.summary] == ["attempt", "retry", "attempt", "success"]
+
+
+def test_the_request_asks_for_the_fold_schema_in_json_mode(
+    server: FakeOpenAI, events: Events
+) -> None:
+    server.script(reply())
+
+    shared(server, events).fold(None, lines())
+
+    response_format = server.requests[0]["response_format"]
+    assert response_format == {
+        "type": "json_schema",
+        "json_schema": {"name": "fold", "schema": FOLD_FORMAT.schema, "strict": True},
+    }
+    schema = response_format["json_schema"]["schema"]
+    assert schema["required"] == ["summary", "cards"]
+    assert schema["properties"]["cards"]["items"] == CARD_JSON_SCHEMA
+
+
+def test_a_model_answering_in_prose_gets_the_summary_request_and_the_rules_extract(
+    server: FakeOpenAI, events: Events
+) -> None:
+    # A model that ignores JSON mode and the prompt: every reply is plain notes.
+    server.responder = lambda body: Reply(SUMMARY)
+    previous = PreviousSummary("Earlier: Ana asked about Lisbon.")
+
+    result = shared(server, events).fold(previous, lines())
+
+    fold, alone = server.requests
+    assert fold["messages"][0]["content"].startswith(FOLD_INSTRUCTIONS[:40])  # not asked again
+    assert alone["messages"][0]["content"].startswith(INSTRUCTIONS[:40])
+    assert "response_format" not in alone
+    # The summary is the model's, not a raw archive: it was fine on its own.
+    assert (result.summary.text, result.summary.kind, result.summary.degraded) == (
+        SUMMARY,
+        "llm",
+        False,
+    )
+    assert result.summary.attempts == 2
+    assert result.extraction.method == "rules" and result.extraction.degraded
+    assert {"User's name is Ana", "User lives in Porto"} <= {
+        card.text for card in result.extraction.cards
+    }
+    [fallback] = [e for e in events.cards if isinstance(e, RulesFallback)]
+    assert fallback.reason == "llm_failed" and "not JSON" in str(fallback.error)
+    assert [event.kind for event in events.summary] == ["attempt", "degrade"]
+
+
+def test_the_next_folds_ask_a_model_that_answered_in_prose_for_the_summary_alone(
+    server: FakeOpenAI, events: Events
+) -> None:
+    server.responder = lambda body: Reply(SUMMARY)
+    fold = shared(server, events)
+
+    results = [fold.fold(None, lines()) for _ in range(PROSE_PAUSE_FOLDS + 2)]
+
+    kinds = [
+        "fold" if body["messages"][0]["content"].startswith(FOLD_INSTRUCTIONS[:40]) else "alone"
+        for body in server.requests
+    ]
+    # Then JSON is tried again: the model (or the endpoint) may have changed.
+    assert kinds == ["fold"] + ["alone"] * (PROSE_PAUSE_FOLDS + 1) + ["fold", "alone"]
+    assert {(r.summary.kind, r.extraction.method) for r in results} == {("llm", "rules")}
+    fallbacks = [e for e in events.cards if isinstance(e, RulesFallback)]
+    assert len(fallbacks) == len(results) and "in prose" in str(fallbacks[1].error)
+
+
+def test_a_prose_reply_whose_summary_request_fails_too_archives_the_increment(
+    server: FakeOpenAI, events: Events
+) -> None:
+    server.responder = lambda body: Reply("I'm sorry, but I can't help with that.")
+
+    result = shared(server, events).fold(None, lines())
+
+    assert len(server.requests) == 1 + RETRIES  # the fold once, the summary request retried
+    assert result.summary.kind == "raw" and result.summary.degraded
+    assert "user: Remind me to book it tomorrow." in result.summary.text
+    assert result.extraction.method == "rules"
 
 
 def test_a_good_summary_with_malformed_cards_keeps_the_summary_and_the_rules_extract(

@@ -292,3 +292,31 @@ def test_messages_folded_before_long_term_memory_was_on_are_extracted_before_the
     assert set(offered.values()) == {1}  # none twice
     assert sum(offered.values()) == summary.boundary_seq  # none skipped
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
+
+
+def test_a_model_that_answers_json_prompts_in_prose_still_summarises_and_the_rules_extract(
+    make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
+) -> None:
+    # A model that ignores JSON mode and the prompt: it answers every request with notes.
+    server.responder = lambda body: Reply("Notes with code words.")
+    mem = make_memory(**SMALL)
+    mem.record(
+        user_id=user_id,
+        session_id="s1",
+        messages=[
+            {"role": "user", "content": "My name is Ana and I live in Porto."},
+            {"role": "assistant", "content": "Nice to meet you, Ana."},
+        ],
+    )
+    talk(mem, user_id, 1, 30)
+
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None
+    assert (summary.kind, summary.content) == ("llm", "Notes with code words.")
+    kinds = [kind(body) for body in mine(server, user_id)]
+    # The first fold: the JSON request once (prose is not asked again), then the summary
+    # alone; the next folds ask for the summary alone.
+    assert kinds == ["fold"] + ["summary"] * (len(kinds) - 1) and len(kinds) > 2
+    assert set(cited(mine(server, user_id)).values()) == {1}  # nothing offered twice
+    assert "User lives in Porto" in {card.text for card in extracted(mem, user_id)}
+    assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq

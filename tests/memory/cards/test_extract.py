@@ -9,13 +9,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from fake_openai import FakeOpenAI, Malformed, Reply, Status
 
-from memory.cards.extract import CardExtractor, ExtractionEvent, RulesFallback
+from memory.cards.extract import (
+    CardExtractor,
+    ExtractionEvent,
+    ReplyCard,
+    RulesFallback,
+    parse_reply,
+)
 from memory.cards.model import SourceMessage
+from memory.cards.prompts import EXTRACTION_FORMAT
 from memory.llm import OpenAIChatModel
 from memory.settings import SummarySettings
 
@@ -158,7 +165,7 @@ def test_a_fenced_reply_and_coarse_dates_are_accepted(
 @pytest.mark.parametrize(
     "bad",
     [
-        "Sure! Here are the cards: none.",
+        '{"cards": [',
         '{"cards": "none"}',
         '{"cards": [{"type": "opinion", "text": "x", "source": [1]}]}',
         '{"cards": [{"type": "fact", "text": "", "source": [1]}]}',
@@ -179,6 +186,44 @@ def test_a_malformed_reply_is_a_failed_attempt_that_is_retried(
     retry = recorder.events[1]
     assert isinstance(retry, ExtractionEvent) and "primary" in str(retry.error)
     assert recorder.sleeps == [0.5]
+
+
+def test_a_reply_in_prose_is_not_asked_again_of_that_model(
+    server: FakeOpenAI, recorder: Recorder
+) -> None:
+    server.script(Reply("Sure! Here are the cards: none."), Reply(GOOD))
+
+    result = extractor(server, recorder, retries=3, fallback_model="backup").extract(BATCH)
+
+    assert [body["model"] for body in server.requests] == ["primary", "backup"]
+    assert (result.method, result.model, result.calls) == ("llm", "backup", 2)
+    assert recorder.kinds() == ["attempt", "degrade", "attempt", "success"]
+
+
+def test_a_model_that_answers_in_prose_leaves_the_cards_to_the_rules(
+    server: FakeOpenAI, recorder: Recorder
+) -> None:
+    server.responder = lambda body: Reply("Ana lives in Porto and finished the Q2 report.")
+
+    result = extractor(server, recorder, retries=3).extract(BATCH)
+
+    assert len(server.requests) == 1
+    assert (result.method, result.degraded, result.calls) == ("rules", True, 1)
+    assert "User lives in Porto" in {card.text for card in result.cards}
+    assert recorder.kinds()[-1] == "rules:llm_failed"
+
+
+def test_the_request_asks_for_the_cards_schema_in_json_mode(
+    server: FakeOpenAI, recorder: Recorder
+) -> None:
+    server.script(Reply(GOOD))
+
+    extractor(server, recorder).extract(BATCH)
+
+    assert server.requests[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "cards", "schema": EXTRACTION_FORMAT.schema, "strict": True},
+    }
 
 
 def test_the_fallback_model_takes_over(server: FakeOpenAI, recorder: Recorder) -> None:
@@ -260,3 +305,19 @@ def test_a_card_given_twice_is_one_card_with_both_sources(
         "User lives in Porto", (10, 12), ("c-10", "c-12"),
     )  # fmt: skip
     assert card.observed_at == WEDNESDAY
+
+
+def test_the_json_mode_schema_is_what_the_reply_parser_reads() -> None:
+    schema = EXTRACTION_FORMAT.schema["properties"]["cards"]["items"]
+    assert set(schema["properties"]) == set(ReplyCard.model_fields)
+    assert set(schema["required"]) == set(ReplyCard.model_fields)  # strict: every field
+    assert schema["properties"]["type"]["enum"] == list(
+        get_args(ReplyCard.model_fields["type"].annotation)
+    )
+    # A card with every field the schema lets be empty, empty, is a card.
+    bare = {"type": "fact", "text": "User lives in Porto", "topic": None, "tags": [],
+            "occurred_at": None, "subject": None, "attribute": None, "source": [1]}  # fmt: skip
+
+    [card] = parse_reply(json.dumps({"cards": [bare]}), BATCH)
+
+    assert (card.text, card.topic, card.occurred_at) == ("User lives in Porto", None, None)

@@ -142,7 +142,7 @@ def test_the_model_is_not_asked_when_the_rules_decide(server: FakeOpenAI) -> Non
 @pytest.mark.parametrize(
     "bad",
     [
-        Reply("MySQL is faster."),
+        Reply('{"query": '),
         Reply('{"q": "x"}'),
         Reply('{"query": ""}'),
         Reply('{"query": "' + "very long answer " * 40 + '"}'),
@@ -158,8 +158,37 @@ def test_a_malformed_reply_is_retried(server: FakeOpenAI, bad: Reply | Malformed
     assert (rewrite.query, rewrite.method, rewrite.calls) == ("is MySQL fast?", "llm", 2)
 
 
+def test_a_reply_in_prose_is_not_asked_again_of_that_model(server: FakeOpenAI) -> None:
+    server.script(Reply("MySQL is faster."), Reply('{"query": "is MySQL fast?"}'))
+
+    rewrite = rewrite_query("is it fast?", COMPARED, chat=chain(server, fallback="backup"))
+
+    assert (rewrite.query, rewrite.method, rewrite.calls) == ("is MySQL fast?", "llm", 2)
+    assert [body["model"] for body in server.requests] == ["primary", "backup"]
+
+
+def test_the_request_asks_for_the_query_schema_in_json_mode(server: FakeOpenAI) -> None:
+    server.script(Reply('{"query": "is MySQL faster than PostgreSQL?"}'))
+
+    rewrite_query("is it faster?", COMPARED, chat=chain(server))
+
+    assert server.requests[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "query",
+            "schema": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+            "strict": True,
+        },
+    }
+
+
 def test_when_every_model_fails_the_original_text_is_used(server: FakeOpenAI) -> None:
-    server.script(Reply("nope"), Reply("{"), Reply("still no json"))
+    server.script(Reply("{"), Reply('{"q": 1}'), Reply("still no json"))
 
     rewrite = rewrite_query("我们比较过它吗", COMPARED, chat=chain(server, fallback="backup"))
 

@@ -17,12 +17,8 @@ from memory.context.tokens import TiktokenCounter
 from memory.errors import ConfigurationError
 from memory.llm import OpenAIChatModel, ScriptedChatModel
 from memory.settings import SummarySettings
-from memory.summary.summarizer import (
-    ARCHIVE_OMITTED,
-    PreviousSummary,
-    Summarizer,
-    SummaryEvent,
-)
+from memory.summary.archive import ARCHIVE_OMITTED
+from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent
 
 COUNTER = TiktokenCounter("gpt-4o-mini")
 
@@ -208,7 +204,7 @@ def test_a_failed_merge_keeps_the_previous_summary_and_appends_the_archive(
     result = summariser(server, recorder).summarise(previous, SECOND_FOLD)
 
     assert result.text == (
-        "Trip to Lisbon, May 12-19; flight TP1234.\n\n"
+        "Trip to Lisbon, May 12-19; flight TP1234.\n\n[raw archive; summariser tries: 0]\n"
         "user: Book TP1234 please, marker-second-fold.\n"
         "assistant: Booked TP1234 for May 12, confirmation QX7."
     )

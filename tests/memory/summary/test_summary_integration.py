@@ -368,7 +368,10 @@ def test_a_failed_merge_keeps_the_previous_summary_and_appends_the_archive(
     summary = memory.summary(user_id=user_id, session_id=session_id)
     assert summary is not None
     increment = archive(memory, user_id, session_id, first.boundary_seq + 1, summary.boundary_seq)
-    assert summary.content == "Summary one: Lisbon in May.\n\n" + increment
+    # The model was down: nobody read the increment, its block starts with no try.
+    assert summary.content == (
+        "Summary one: Lisbon in May.\n\n[raw archive; summariser tries: 0]\n" + increment
+    )
     assert (summary.kind, summary.version) == ("raw", 2)
     assert summary.boundary_seq > first.boundary_seq
     assert_covers_from_start(summary)
@@ -388,7 +391,10 @@ def test_empty_and_far_too_long_replies_are_never_stored(
     summary = memory.summary(user_id=user_id, session_id=session_id)
     assert summary is not None
     assert summary.kind == "raw"
-    assert summary.content == archive(memory, user_id, session_id, 1, summary.boundary_seq)
+    # The model read the increment (its last reply was refused): that is its first try.
+    assert summary.content == "[raw archive; summariser tries: 1]\n" + archive(
+        memory, user_id, session_id, 1, summary.boundary_seq
+    )
     assert context.report.summary == SummaryState("raw", summary.covered, True, False)
 
 

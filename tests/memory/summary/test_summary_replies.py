@@ -68,7 +68,7 @@ def test_refusals_from_every_model_keep_the_old_summary_and_archive_the_incremen
     assert [body["model"] for body in server.requests] == ["primary"] * 2 + ["backup"] * 2
     assert (result.kind, result.degraded) == ("raw", True)
     assert result.text == (
-        f"{PREVIOUS.text}\n\n"
+        f"{PREVIOUS.text}\n\n[raw archive; summariser tries: 1]\n"
         "user: Please add a lamp to the order.\nassistant: Added a lamp, 35 EUR."
     )
 
