@@ -21,6 +21,9 @@ from storage.migrations import migrate
 
 __all__ = ["Database", "default_data_dir", "embedded_lock_path", "stop_embedded"]
 
+#: URL schemes that name PostgreSQL, and the drivers given psycopg 3 in their place.
+_POSTGRES_SCHEMES = frozenset({"postgres", "postgresql"})
+_PSYCOPG_DRIVERS = frozenset({"", "psycopg", "psycopg2"})
 # Long enough for another process to run initdb and start the server (about 1 s), short enough
 # that a genuinely stuck lock surfaces as an error instead of a hang.
 _LOCK_TIMEOUT_SECONDS = 120.0
@@ -72,8 +75,9 @@ class Database:
         embedded server's socket does not count.
 
         Args:
-            url: A SQLAlchemy URL (``postgresql+psycopg://...``; a bare ``postgresql://`` is
-                given the psycopg driver), or None for the embedded database.
+            url: A SQLAlchemy URL (``postgresql+psycopg://...``; ``postgres://``,
+                ``postgresql://`` and ``postgresql+psycopg2://`` are given the psycopg 3
+                driver), or None for the embedded database.
             data_dir: The folder of the embedded database; ``default_data_dir()`` when None.
                 Ignored when ``url`` is given.
             pool_size: The size of the connection pool.
@@ -283,7 +287,13 @@ def _refuse_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
 
 
 def _with_psycopg(url: URL) -> URL:
-    """Give a bare ``postgresql`` URL the psycopg 3 driver; leave explicit drivers alone."""
-    if url.drivername == "postgresql":
+    """Give a PostgreSQL URL the psycopg 3 driver stratamem is written for.
+
+    ``postgres://`` (the scheme most providers hand out), ``postgresql://`` and the psycopg2
+    driver SQLAlchemy would pick for them become ``postgresql+psycopg://``; other schemes and
+    drivers are left alone (the settings refuse them before this is reached).
+    """
+    scheme, _, driver = url.drivername.partition("+")
+    if scheme in _POSTGRES_SCHEMES and driver in _PSYCOPG_DRIVERS:
         return url.set(drivername="postgresql+psycopg")
     return url
