@@ -15,6 +15,8 @@ whoever connects there, so the socket is the lock:
   account is given no way into the parents of the data folder: every command is started with
   the data folder as its working directory and ``-D /proc/self/cwd``, so no folder's
   permissions are ever changed (pgserver chmods every parent to 0755).
+- The folder's own configuration files say the same (see ``storage.embedded_access``), so a
+  server started by hand on it refuses TCP connections and keeps its socket private too.
 
 When it runs. Every process that opens the folder is recorded (pid and start time) in a file
 next to it; ``release`` removes the caller's record when its last handle closes, and the last
@@ -39,6 +41,7 @@ from pathlib import Path
 import psutil
 from filelock import FileLock
 
+from storage.embedded_access import write_access_rules
 from storage.embedded_clients import Clients
 from storage.embedded_programs import (
     START_TIMEOUT_SECONDS,
@@ -175,6 +178,8 @@ def _ensure_running(data_folder: Path, account: Account) -> Path:
         _stop_process(postmaster.pid)
     elif postmaster is not None and psutil.pid_exists(postmaster.pid):
         _mark_stale(data_folder)
+    # A folder made by an older version says trust for TCP: bring its files up to date.
+    write_access_rules(data_folder, account.uid, account.gid)
     socket_dir = _socket_dir(data_folder, account)
     options = f"-h '' -k {shlex.quote(str(socket_dir))} -c unix_socket_permissions=0700"
     run_program(
@@ -296,6 +301,8 @@ def _fits_a_socket(folder: Path) -> bool:
 
 def _is_private(socket_dir: Path, account: Account) -> bool:
     """Whether only the server's account can reach the socket in ``socket_dir``."""
+    if not socket_dir.is_absolute():
+        return False  # started by hand with the folder's own setting ('.'): not ours to join
     try:
         folder, socket = socket_dir.lstat(), (socket_dir / _SOCKET_NAME).lstat()
     except OSError:

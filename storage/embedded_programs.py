@@ -12,6 +12,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.embedded_access import write_access_rules
+
 __all__ = [
     "START_TIMEOUT_SECONDS",
     "Account",
@@ -121,7 +123,11 @@ def binaries_folder() -> Path:
 
 
 def initdb(data_folder: Path, account: Account) -> None:
-    """Create a new database cluster in ``data_folder`` (made 0700, owned by the account)."""
+    """Create a new database cluster in ``data_folder`` (made 0700, owned by the account).
+
+    Its configuration files refuse TCP connections and keep the socket private (see
+    ``storage.embedded_access``), whoever starts the server later and how.
+    """
     data_folder.mkdir(mode=0o700, exist_ok=True)
     if account.name is not None:
         os.chown(data_folder, account.uid, account.gid)
@@ -129,7 +135,9 @@ def initdb(data_folder: Path, account: Account) -> None:
         account,
         data_folder,
         "initdb",
-        "--auth=trust",
+        "--auth-local=trust",
+        "--auth-host=reject",
         "--encoding=utf8",
         "--username=postgres",
     )
+    write_access_rules(data_folder, account.uid, account.gid, new=True)
