@@ -165,11 +165,17 @@ class Settings(BaseSettings):
         # first migration, after its driver may already have created a file.
         if url is None:
             return url
-        scheme = url.partition("://")[0]
-        if scheme.partition("+")[0] != "postgresql":
+        scheme, _, driver = url.partition("://")[0].partition("+")
+        if scheme not in ("postgres", "postgresql") or "://" not in url:
             raise ValueError(
                 f"stratamem needs PostgreSQL with pgvector, not {scheme or url!r}: give a "
-                "postgresql:// or postgresql+psycopg:// URL, or none for the embedded database"
+                "postgresql:// (or postgres://) URL, or none for the embedded database"
+            )
+        if driver not in ("", "psycopg", "psycopg2"):
+            # psycopg2 URLs are run with psycopg 3 (same server, same URL); others cannot be.
+            raise ValueError(
+                f"stratamem talks to PostgreSQL through psycopg 3, not {driver!r}: give a "
+                "postgresql:// or postgresql+psycopg:// URL"
             )
         return url
 

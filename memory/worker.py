@@ -3,8 +3,9 @@
 A worker outlives the database: when Postgres goes away (restart, failover, network) every
 queue call fails with ``DatabaseUnavailableError``; the worker logs the outage once, waits with
 a doubling backoff, and carries on when the database answers again (the engine's pool
-reconnects by itself). A job whose outcome could not be written during the outage is settled
-first when the database is back.
+reconnects by itself; an embedded server that was stopped or died is started again by the
+first connection that finds it gone, so that outage ends at the worker's next try). A job whose
+outcome could not be written during the outage is settled first when the database is back.
 
 When no job is due, the worker runs its idle task (``on_idle``; the facade's queues the archiving
 of sessions nobody wrote to for ``cards.idle_seconds``) at most every ``idle_task_seconds``.

@@ -15,18 +15,23 @@ whoever connects there, so the socket is the lock:
   account is given no way into the parents of the data folder: every command is started with
   the data folder as its working directory and ``-D /proc/self/cwd``, so no folder's
   permissions are ever changed (pgserver chmods every parent to 0755).
+- The folder's own configuration files say the same (see ``storage.embedded_access``), so a
+  server started by hand on it refuses TCP connections and keeps its socket private too.
 
 When it runs. Every process that opens the folder is recorded (pid and start time) in a file
 next to it; ``release`` removes the caller's record when its last handle closes, and the last
 record removed stops the server. Records of dead processes (killed by SIGKILL) are pruned, so
-they never keep the server running. Nothing is cached in memory: every ``acquire`` looks at
-``postmaster.pid`` and the process it names, and starts a server when there is none (it was
-stopped, it crashed, or the pid in a stale file now belongs to an unrelated process).
+they never keep the server running. Nothing is cached in memory: every ``acquire`` (and every
+``restart``, which a handle calls when a connection fails) looks at ``postmaster.pid`` and the
+process it names, and starts a server when there is none (it was stopped, it crashed, or the
+pid in a stale file now belongs to an unrelated process). All of it under a file lock next to
+the folder, so concurrent processes never start two servers.
 """
 
 import atexit
 import contextlib
 import hashlib
+import logging
 import os
 import shlex
 import signal
@@ -39,6 +44,7 @@ from pathlib import Path
 import psutil
 from filelock import FileLock
 
+from storage.embedded_access import write_access_rules
 from storage.embedded_clients import Clients
 from storage.embedded_programs import (
     START_TIMEOUT_SECONDS,
@@ -48,12 +54,17 @@ from storage.embedded_programs import (
     server_account,
 )
 
-__all__ = ["acquire", "lock_path", "release", "stop"]
+__all__ = ["acquire", "lock_path", "release", "restart", "stop"]
+
+logger = logging.getLogger(__name__)
 
 _SOCKET_NAME = ".s.PGSQL.5432"
 # sun_path is 108 bytes on Linux (104 on macOS), including the terminating NUL.
 _MAX_SOCKET_PATH_BYTES = 103
 _STOP_TIMEOUT_SECONDS = 60
+# How long the backends of a server whose postmaster died may take to exit on their own (an
+# idle one notices at once; one running a statement only when it ends) before they are ended.
+_ORPHAN_GRACE_SECONDS = 5
 # A pid no system hands out (Linux's pid_max is at most 2**22): writing it into a stale
 # postmaster.pid makes Postgres treat the file as stale, while it still checks the old shared
 # memory segment named in that file for orphaned backends before it starts.
@@ -116,6 +127,35 @@ def acquire(data_folder: Path, *, lock_timeout: float) -> Path:
     return socket_dir
 
 
+def restart(data_folder: Path, *, lock_timeout: float) -> Path:
+    """Start the server in ``data_folder`` again if it is not running (it was stopped or died).
+
+    For a process that holds a handle (``acquire``) and could not connect: the handle count is
+    unchanged. When the server runs, nothing is done. A data folder that is gone is not made
+    anew (that would be an empty database in place of the lost one).
+
+    Args:
+        data_folder: A data folder this process acquired.
+        lock_timeout: How long to wait for another process starting or stopping the server.
+
+    Returns:
+        The folder holding the server's socket.
+
+    Raises:
+        filelock.Timeout: Another process held the lock longer than ``lock_timeout``.
+        OSError, subprocess.SubprocessError, RuntimeError: The server could not be started.
+    """
+    with FileLock(lock_path(data_folder), timeout=lock_timeout):
+        if not (data_folder / "PG_VERSION").exists():
+            raise RuntimeError(f"the data folder {data_folder} is gone or not a database")
+        account = server_account()
+        serving = _serving_socket(data_folder, account)
+        if serving is not None:
+            return serving  # another process restarted it while we waited for the lock
+        logger.warning("the embedded database in %s was not running: starting it", data_folder)
+        return _ensure_running(data_folder, account)
+
+
 def release(data_folder: Path, *, lock_timeout: float) -> None:
     """Give back one handle; the last handle of the last process stops the server.
 
@@ -164,6 +204,16 @@ def stop(data_folder: Path, *, lock_timeout: float) -> None:
         _stop_running(data_folder)
 
 
+def _serving_socket(data_folder: Path, account: Account) -> Path | None:
+    """The socket folder of the folder's server when it runs, ready and private; else None."""
+    postmaster = _read_postmaster(data_folder)
+    if postmaster is None or postmaster.status != "ready":
+        return None
+    if _is_our_server(data_folder, postmaster) and _is_private(postmaster.socket_dir, account):
+        return postmaster.socket_dir
+    return None
+
+
 def _ensure_running(data_folder: Path, account: Account) -> Path:
     """Return the socket folder of the folder's server, starting a server when none runs."""
     postmaster = _read_postmaster(data_folder)
@@ -175,6 +225,9 @@ def _ensure_running(data_folder: Path, account: Account) -> Path:
         _stop_process(postmaster.pid)
     elif postmaster is not None and psutil.pid_exists(postmaster.pid):
         _mark_stale(data_folder)
+    _end_orphans(data_folder)
+    # A folder made by an older version says trust for TCP: bring its files up to date.
+    write_access_rules(data_folder, account.uid, account.gid)
     socket_dir = _socket_dir(data_folder, account)
     options = f"-h '' -k {shlex.quote(str(socket_dir))} -c unix_socket_permissions=0700"
     run_program(
@@ -222,6 +275,31 @@ def _is_our_server(data_folder: Path, postmaster: _Postmaster) -> bool:
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
     return bool(name == "postgres" and Path(cwd) == data_folder.resolve())
+
+
+def _end_orphans(data_folder: Path) -> None:
+    """End the backends a dead postmaster left behind in ``data_folder``.
+
+    They still hold its shared memory, and Postgres refuses to start while they do. Their
+    sessions are lost anyway (a client sees its connection close and reconnects to the new
+    server); what they committed is in the WAL the new server replays.
+    """
+    resolved = data_folder.resolve()
+    orphans = []
+    for process in psutil.process_iter(["name"]):
+        with contextlib.suppress(psutil.Error):
+            if process.info["name"] == "postgres" and Path(process.cwd()) == resolved:
+                orphans.append(process)
+    if not orphans:
+        return
+    for process in orphans:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGQUIT)  # what the postmaster sends at a crash
+    _, alive = psutil.wait_procs(orphans, timeout=_ORPHAN_GRACE_SECONDS)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=_STOP_TIMEOUT_SECONDS)
 
 
 def _mark_stale(data_folder: Path) -> None:
@@ -296,6 +374,8 @@ def _fits_a_socket(folder: Path) -> bool:
 
 def _is_private(socket_dir: Path, account: Account) -> bool:
     """Whether only the server's account can reach the socket in ``socket_dir``."""
+    if not socket_dir.is_absolute():
+        return False  # started by hand with the folder's own setting ('.'): not ours to join
     try:
         folder, socket = socket_dir.lstat(), (socket_dir / _SOCKET_NAME).lstat()
     except OSError:

@@ -1,7 +1,16 @@
 """The account the embedded server runs as and how its Postgres programs are run under it
 (``initdb``, ``pg_ctl``), apart from ``storage.embedded`` because running a program as another
-account, and explaining why it could not, is its own concern beside when the server runs."""
+account, and explaining why it could not, is its own concern beside when the server runs.
 
+As root the programs are run from a copy only root may change and everyone may read (see
+``storage.embedded_install``); when that copy cannot be made they are run from where pgserver
+installed them, with a warning.
+"""
+
+import functools
+import hashlib
+import importlib.metadata
+import logging
 import os
 import pwd
 import shlex
@@ -12,16 +21,24 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.embedded_access import write_access_rules
+from storage.embedded_install import PROGRAM_FOLDERS, content_fingerprint, shared_copy
+
 __all__ = [
     "START_TIMEOUT_SECONDS",
     "Account",
     "binaries_folder",
     "initdb",
+    "programs_folder",
     "run_program",
     "server_account",
 ]
 
+logger = logging.getLogger(__name__)
+
 _SERVER_ACCOUNT = "pgserver"
+#: Where, as root, the copies of pgserver's programs live (see ``storage.embedded_install``).
+SHARED_PROGRAMS_ROOT = Path("/var/cache/stratamem")
 START_TIMEOUT_SECONDS = 60
 
 
@@ -57,7 +74,7 @@ def run_program(account: Account, data_folder: Path, program: str, *args: str) -
     the kernel opens a working directory without checking the folders above it, so the
     account needs no permission on them.
     """
-    binaries = binaries_folder()
+    binaries = programs_folder(account)
     other = account.name is not None
     pgdata = "/proc/self/cwd" if other else str(data_folder)
     with tempfile.TemporaryFile() as output:
@@ -82,7 +99,8 @@ def run_program(account: Account, data_folder: Path, program: str, *args: str) -
             raise RuntimeError(
                 f"as root the server runs as {account.name!r}, which may not enter {closed} "
                 f"to run pgserver's programs: chmod o+x {shlex.quote(str(closed))}, or "
-                "install stratamem where other accounts can read it"
+                "install stratamem where other accounts can read it (no copy of them could "
+                f"be made in {SHARED_PROGRAMS_ROOT}: see the warning logged)"
             ) from error
         if completed.returncode != 0:
             output.seek(0)
@@ -120,8 +138,54 @@ def binaries_folder() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
+def programs_folder(account: Account) -> Path:
+    """The folder of the Postgres programs to run as ``account``.
+
+    pgserver's own for this process's account; for another account (we are root) a copy that
+    account can reach whatever the permissions of the folders pgserver is installed in, or,
+    when the copy cannot be made, pgserver's own (a warning says why).
+    """
+    installed = binaries_folder()
+    if account.name is None:
+        return installed
+    site = installed.parents[2]  # bin -> pginstall -> pgserver -> site-packages
+    try:
+        copy = shared_copy(site, _pgserver_build(site), SHARED_PROGRAMS_ROOT)
+    except OSError as error:
+        logger.warning(
+            "running pgserver's programs from %s: no copy for the %r account in %s: %s",
+            installed,
+            account.name,
+            SHARED_PROGRAMS_ROOT,
+            error,
+        )
+        return installed
+    return copy / installed.relative_to(site)
+
+
+@functools.cache
+def _pgserver_build(site: Path) -> str:
+    """pgserver's version and a hash of its programs: the hashes pip recorded, if it did."""
+    distribution = importlib.metadata.distribution("pgserver")
+    prefixes = tuple(f"{folder}/" for folder in PROGRAM_FOLDERS)
+    recorded = sorted(
+        f"{path} {path.hash.value}"
+        for path in distribution.files or []
+        if path.hash is not None and str(path).startswith(prefixes)
+    )
+    if recorded:
+        content = hashlib.sha256("\n".join(recorded).encode()).hexdigest()[:16]
+    else:
+        content = content_fingerprint(site)
+    return f"{distribution.version}-{content}"
+
+
 def initdb(data_folder: Path, account: Account) -> None:
-    """Create a new database cluster in ``data_folder`` (made 0700, owned by the account)."""
+    """Create a new database cluster in ``data_folder`` (made 0700, owned by the account).
+
+    Its configuration files refuse TCP connections and keep the socket private (see
+    ``storage.embedded_access``), whoever starts the server later and how.
+    """
     data_folder.mkdir(mode=0o700, exist_ok=True)
     if account.name is not None:
         os.chown(data_folder, account.uid, account.gid)
@@ -129,7 +193,9 @@ def initdb(data_folder: Path, account: Account) -> None:
         account,
         data_folder,
         "initdb",
-        "--auth=trust",
+        "--auth-local=trust",
+        "--auth-host=reject",
         "--encoding=utf8",
         "--username=postgres",
     )
+    write_access_rules(data_folder, account.uid, account.gid, new=True)

@@ -9,8 +9,10 @@ from types import TracebackType
 from typing import Any, Self
 
 import platformdirs
+import psycopg
 from filelock import Timeout
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,6 +23,9 @@ from storage.migrations import migrate
 
 __all__ = ["Database", "default_data_dir", "embedded_lock_path", "stop_embedded"]
 
+#: URL schemes that name PostgreSQL, and the drivers given psycopg 3 in their place.
+_POSTGRES_SCHEMES = frozenset({"postgres", "postgresql"})
+_PSYCOPG_DRIVERS = frozenset({"", "psycopg", "psycopg2"})
 # Long enough for another process to run initdb and start the server (about 1 s), short enough
 # that a genuinely stuck lock surfaces as an error instead of a hang.
 _LOCK_TIMEOUT_SECONDS = 120.0
@@ -68,12 +73,15 @@ class Database:
         README). It is started when no server runs there (never started, stopped, crashed),
         and joined when one does. Every process with an open handle is recorded next to the
         folder; closing the last handle of the last process stops the server, and records of
-        processes that died without closing are ignored. A handle opened by URL on the
-        embedded server's socket does not count.
+        processes that died without closing are ignored. A server that stops or dies while a
+        handle is open is started again by the handle's next connection (see
+        ``storage.embedded``). A handle opened by URL on the embedded server's socket does not
+        count, and never starts the server.
 
         Args:
-            url: A SQLAlchemy URL (``postgresql+psycopg://...``; a bare ``postgresql://`` is
-                given the psycopg driver), or None for the embedded database.
+            url: A SQLAlchemy URL (``postgresql+psycopg://...``; ``postgres://``,
+                ``postgresql://`` and ``postgresql+psycopg2://`` are given the psycopg 3
+                driver), or None for the embedded database.
             data_dir: The folder of the embedded database; ``default_data_dir()`` when None.
                 Ignored when ``url`` is given.
             pool_size: The size of the connection pool.
@@ -109,6 +117,8 @@ class Database:
             ) from error
         database = cls(engine, data_folder=data_folder)
         database._holds_server = data_folder is not None
+        if data_folder is not None:
+            event.listen(engine, "do_connect", database._connect_or_restart)
         return database
 
     @property
@@ -194,6 +204,28 @@ class Database:
             self._holds_server = False
             _release_embedded(self._data_folder)
 
+    def _connect_or_restart(
+        self, dialect: Dialect, record: Any, cargs: list[Any], cparams: dict[str, Any]
+    ) -> Any:
+        """Connect for the pool; start the embedded server again first if it has gone.
+
+        A server that was stopped or died (its socket gone, or nobody listening on it) is
+        started again while this handle is open, under the folder's lock (so concurrent
+        processes start one server), and the connection is tried once more: a long-running
+        process (the proxy, a worker, an application) goes on after its server was stopped.
+
+        Raises:
+            DatabaseUnavailableError: The server could not be started again.
+        """
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except psycopg.OperationalError:
+            if not self._holds_server or self._data_folder is None:
+                raise
+        # Outside the except block: the failed try is no part of what went wrong next.
+        cparams["host"] = str(_restart_embedded(self._data_folder))
+        return dialect.connect(*cargs, **cparams)
+
     def __enter__(self) -> Self:
         return self
 
@@ -256,6 +288,21 @@ def _start_embedded(data_folder: Path) -> URL:
     )
 
 
+def _restart_embedded(data_folder: Path) -> Path:
+    """Start the embedded server in ``data_folder`` again unless it runs; its socket folder."""
+    try:
+        return embedded.restart(data_folder, lock_timeout=_LOCK_TIMEOUT_SECONDS)
+    except Timeout as error:
+        raise DatabaseUnavailableError(
+            f"timed out waiting for {embedded.lock_path(data_folder)} to restart the embedded "
+            f"database in {data_folder}"
+        ) from error
+    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        raise DatabaseUnavailableError(
+            shorten(f"the embedded database in {data_folder} stopped and cannot start: {error}")
+        ) from error
+
+
 def _release_embedded(data_folder: Path) -> None:
     """Give back a handle taken by ``_start_embedded`` (the last one stops the server)."""
     try:
@@ -283,7 +330,13 @@ def _refuse_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
 
 
 def _with_psycopg(url: URL) -> URL:
-    """Give a bare ``postgresql`` URL the psycopg 3 driver; leave explicit drivers alone."""
-    if url.drivername == "postgresql":
+    """Give a PostgreSQL URL the psycopg 3 driver stratamem is written for.
+
+    ``postgres://`` (the scheme most providers hand out), ``postgresql://`` and the psycopg2
+    driver SQLAlchemy would pick for them become ``postgresql+psycopg://``; other schemes and
+    drivers are left alone (the settings refuse them before this is reached).
+    """
+    scheme, _, driver = url.drivername.partition("+")
+    if scheme in _POSTGRES_SCHEMES and driver in _PSYCOPG_DRIVERS:
         return url.set(drivername="postgresql+psycopg")
     return url

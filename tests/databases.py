@@ -1,12 +1,16 @@
-"""A database of a test module's own, on the test run's shared embedded server."""
+"""A database of a test module's own, on the test run's shared embedded server; and how a test
+takes an embedded server down as an outage would."""
 
 import contextlib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import psutil
 from sqlalchemy import make_url, text
 
 from storage import Database
+from storage.embedded_programs import run_program, server_account
 
 
 @contextlib.contextmanager
@@ -27,3 +31,33 @@ def own_database(database: Database, prefix: str) -> Iterator[Database]:
         opened.close()
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+def postmaster(data_folder: Path) -> psutil.Process | None:
+    """The running postmaster of the embedded server in ``data_folder``, if any."""
+    try:
+        pid = int((data_folder / "postmaster.pid").read_text().split()[0])
+        return psutil.Process(pid)
+    except (FileNotFoundError, psutil.NoSuchProcess):
+        return None
+
+
+def crash_embedded(data_folder: Path, how: str) -> int:
+    """Take the embedded server in ``data_folder`` down as an outage would; its old pid.
+
+    ``immediate`` is ``pg_ctl stop -m immediate`` (sessions cut, no checkpoint: the next start
+    replays the WAL); ``kill`` is SIGKILL to the postmaster, which leaves its ``postmaster.pid``
+    and socket behind. Returns once every process of the server is gone.
+    """
+    running = postmaster(data_folder)
+    assert running is not None, "no server runs there"
+    children = running.children()
+    if how == "immediate":
+        run_program(server_account(), data_folder, "pg_ctl", "-m", "immediate", "-w", "stop")
+    else:
+        assert how == "kill", how
+        running.kill()
+    # pg_ctl returns once postmaster.pid is gone, a moment before the process itself.
+    psutil.wait_procs([running, *children], timeout=60)
+    assert not running.is_running()
+    return running.pid

@@ -37,6 +37,27 @@ def test_a_database_other_than_postgres_is_refused_before_anything_is_touched(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg2"])
+def test_the_common_postgres_url_schemes_are_accepted(
+    database_url: str, user_id: str, session_id: str, scheme: str
+) -> None:
+    url = database_url.replace("postgresql+psycopg://", f"{scheme}://")
+
+    with Memory.open(url, cards={"enabled": False}) as mem:
+        mem.record(
+            user_id=user_id, session_id=session_id, messages=[{"role": "user", "content": "hi"}]
+        )
+        assert [
+            m.payload["content"] for m in mem.history(user_id=user_id, session_id=session_id)
+        ] == ["hi"]
+
+
+@pytest.mark.parametrize("url", ["postgresql+asyncpg://u@h/db", "postgres+pg8000://u@h/db"])
+def test_a_postgres_driver_other_than_psycopg_is_refused(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigurationError, match="through psycopg 3"):
+        Memory.open(url, data_dir=tmp_path / "data")
+
+
 def test_a_database_url_from_the_environment_is_checked_the_same_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -60,11 +60,17 @@ def quick_worker(queue: JobQueue, handler: Callable[[Job], None]) -> Worker:
 
 @pytest.fixture
 def embedded(fresh_data_dir: Path) -> Iterator[tuple[Database, Path]]:
-    """A database on an embedded server of the test's own, which the test may stop."""
-    database = Database.open(None, data_dir=fresh_data_dir)
-    assert database.data_folder is not None
-    yield database, database.data_folder
+    """A database on an embedded server of the test's own, which the test may stop.
+
+    Reached by URL, as a database elsewhere is: a handle on the data folder would start the
+    server again at its next connection, so the outage would end at once.
+    """
+    holder = Database.open(None, data_dir=fresh_data_dir)
+    assert holder.data_folder is not None
+    database = Database.open(holder.url)
+    yield database, holder.data_folder
     database.close()
+    holder.close()
 
 
 def test_the_worker_survives_a_database_restart_and_runs_the_job_again(

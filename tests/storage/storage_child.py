@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 from storage_samples import written
 
 from storage import Database, MessageStore
+from storage.embedded_install import shared_copy
 
 
 def append(data_dir: str, user_id: str, session_id: str, writer: str, count: str) -> None:
@@ -85,6 +86,12 @@ def open_and_wait(data_dir: str) -> None:
     signal.pause()
 
 
+def shared_copy_at_once(site: str, fingerprint: str, root: str) -> None:
+    """Make (or find) the shared copy of pgserver's programs together with a sibling."""
+    wait_for_go()
+    say(str(shared_copy(Path(site), fingerprint, Path(root))))
+
+
 MODES: dict[str, Callable[..., None]] = {
     "append": append,
     "die-before-commit": die_before_commit,
@@ -92,6 +99,7 @@ MODES: dict[str, Callable[..., None]] = {
     "open": open_database,
     "open-and-wait": open_and_wait,
     "connect-as-nobody": connect_as_nobody,
+    "shared-copy": shared_copy_at_once,
 }
 
 if __name__ == "__main__":

@@ -22,10 +22,16 @@ def test_embedded_url_uses_psycopg_over_the_socket(database: Database) -> None:
     assert (socket_folder / ".s.PGSQL.5432").is_socket()
 
 
-def test_bare_postgresql_url_gets_the_psycopg_driver(database: Database) -> None:
-    bare = database.url.replace("postgresql+psycopg://", "postgresql://")
-    with Database.open(bare) as opened:
+@pytest.mark.parametrize(
+    "scheme", ["postgresql", "postgres", "postgresql+psycopg2", "postgres+psycopg"]
+)
+def test_a_postgresql_url_of_any_common_spelling_gets_the_psycopg_driver(
+    database: Database, scheme: str
+) -> None:
+    spelled = database.url.replace("postgresql+psycopg://", f"{scheme}://")
+    with Database.open(spelled) as opened, opened.engine.connect() as connection:
         assert opened.engine.url.drivername == "postgresql+psycopg"
+        assert connection.execute(text("SELECT 1")).scalar_one() == 1
 
 
 def test_unreachable_url_is_database_unavailable(tmp_path: Path) -> None:

@@ -97,7 +97,10 @@ def test_with_the_database_stopped_the_request_is_answered_without_memory_then_h
     fresh_data_dir: Path,
 ) -> None:
     fake, _ = upstream
-    own = Memory.open(data_dir=fresh_data_dir, embedder=HashingEmbedder())
+    # By URL, as a database elsewhere is: a Memory on the data folder would start the server
+    # again at its next request (see test_proxy_restart.py).
+    holder = Database.open(data_dir=fresh_data_dir)
+    own = Memory.open(holder.url, embedder=HashingEmbedder())
     key, _ = KeyRing(ProxyKeyStore(own.database)).create(user_id="u")
     # A user key this proxy found valid before the outage still works during it.
     client = make_client(make_proxy(own), api_key=key, **who("u", "s"))
@@ -136,6 +139,7 @@ def test_with_the_database_stopped_the_request_is_answered_without_memory_then_h
         "echo: after",
     ]
     own.close()
+    holder.close()
 
 
 def test_a_history_memory_refuses_is_still_answered_with_the_clients_messages(
