@@ -117,3 +117,33 @@ def test_four_big_tool_results_leave_the_summary_and_the_memories_their_floors(
     sent = "\n".join(str(message["content"]) for message in context.messages)
     assert f"User: {said}" in sent  # the earlier session's turn card
     assert "Summary of the earlier conversation" in sent
+
+
+def test_a_fold_of_a_backlog_never_takes_the_current_turn(mem: Memory, user_id: str) -> None:
+    """A backlog larger than a fold step, ending in a tool loop: the worker's fold reads a
+    capped slice that ends inside the current turn; it folds the older turns, never the
+    question and its calls (a fold once took all 66 messages, and the next request sent the
+    summary alone)."""
+    for turn in range(30):
+        mem.record(
+            user_id=user_id,
+            session_id="backlog",
+            messages=[
+                {"role": "user", "content": f"Question {turn} about the export schedule."},
+                {"role": "assistant", "content": f"Answer {turn}: it runs nightly at 02:00."},
+            ],
+        )
+    question = {"role": "user", "content": "Which parts of export A failed last night?"}
+    loop = tool_loop(["c1", "c2", "c3", "c4"], rows=150)
+    mem.record(user_id=user_id, session_id="backlog", messages=[question, *loop])
+
+    while mem.consolidate(user_id=user_id, session_id="backlog") is not None:
+        pass
+    summary = mem.summary(user_id=user_id, session_id="backlog")
+    context = mem.prepare(user_id=user_id, session_id="backlog")
+
+    assert summary is not None and summary.covered <= 60  # the older turns, not the loop
+    assert question in context.messages
+    assert [m.get("tool_call_id") for m in context.messages if m["role"] == "tool"] == [
+        "c1", "c2", "c3", "c4",
+    ]  # fmt: skip
