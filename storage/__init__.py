@@ -2,6 +2,11 @@
 
 from storage.archive_marks import ArchiveMarks, IdleSession
 from storage.cards import (
+    MAX_CARD_KEY_CHARS,
+    MAX_CARD_TAG_CHARS,
+    MAX_CARD_TAGS,
+    MAX_CARD_TEXT_CHARS,
+    MAX_CARD_TOPIC_CHARS,
     Card,
     CardFilter,
     CardMatch,
@@ -23,6 +28,11 @@ from storage.summaries import SummaryStore
 
 __all__ = [
     "EMBEDDING_DIM",
+    "MAX_CARD_KEY_CHARS",
+    "MAX_CARD_TAGS",
+    "MAX_CARD_TAG_CHARS",
+    "MAX_CARD_TEXT_CHARS",
+    "MAX_CARD_TOPIC_CHARS",
     "MAX_ID_LENGTH",
     "MIGRATIONS",
     "ArchiveMarks",

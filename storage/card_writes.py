@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import BigInteger, Text
 
-from storage.card_records import Card, NewCard, content_hash
+from storage.card_records import Card, NewCard, check_card, content_hash
 from storage.card_rows import CARD_COLUMNS, card_of, qualified, unit_vector, vector_literal
 from storage.engine import Database
 from storage.errors import StorageError
@@ -28,7 +28,10 @@ class CardWrites:
         """Store cards; a card whose content the user already has merges its sources instead.
 
         Identity is the normalized content hash, enforced by a unique constraint, so two
-        processes adding the same card at once store one row.
+        processes adding the same card at once store one row. A turn card that names the
+        message it archives (``turn_message_id``) is also one per message, enforced by a
+        unique index: when that message has its card already (archived again after a crash,
+        with other neighbours by then), the stored card is returned unchanged.
 
         Args:
             user_id: The owner.
@@ -36,9 +39,15 @@ class CardWrites:
 
         Returns:
             The stored cards, in the order given (a merged duplicate appears once per mention).
+
+        Raises:
+            InvalidInputError: A card is over a size bound (``MAX_CARD_TEXT_CHARS`` and the
+                others in ``storage.card_records``); nothing is stored.
         """
         if not cards:
             return []
+        for position, card in enumerate(cards):
+            check_card(position, card)
         merged: dict[str, NewCard] = {}
         order: list[str] = []
         for card in cards:
@@ -257,33 +266,56 @@ class CardWrites:
         return len(gone)
 
 
+_INSERT = """
+INSERT INTO cards (
+    user_id, type, text, topic, tags, session_id, source_message_ids,
+    source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
+    embedding, keyword_length, subject, attribute, turn_message_id
+) VALUES (
+    :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
+    coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
+    :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute, :turn
+)"""
+
+_MERGE_SOURCES = """
+    source_message_ids = ARRAY(
+        SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
+        ORDER BY 1
+    ),
+    source_client_ids = ARRAY(
+        SELECT DISTINCT unnest(cards.source_client_ids || excluded.source_client_ids)
+        ORDER BY 1
+    )"""
+
+_UPSERT = f"""{_INSERT}
+ON CONFLICT (user_id, content_hash) DO UPDATE SET
+    subject = coalesce(cards.subject, excluded.subject),
+    attribute = coalesce(cards.attribute, excluded.attribute),{_MERGE_SOURCES}
+RETURNING {CARD_COLUMNS}, (xmax = 0) AS inserted"""
+
+# A turn card of a message: two unique keys may conflict (the message's card, the content's),
+# and ON CONFLICT ... DO UPDATE takes one, so: insert unless either exists, then look.
+_INSERT_TURN = f"{_INSERT}\nON CONFLICT DO NOTHING RETURNING {CARD_COLUMNS}, true AS inserted"
+_EXISTING_TURN = f"""
+SELECT {CARD_COLUMNS}, false AS inserted, coalesce(turn_message_id = :turn, false) AS same_turn
+FROM cards
+WHERE user_id = :user_id AND (turn_message_id = :turn OR content_hash = :hash)
+ORDER BY same_turn DESC LIMIT 1"""
+_MERGE_INTO = f"""
+UPDATE cards SET{_MERGE_SOURCES.replace("excluded.", "new.")}
+FROM (SELECT CAST(:message_ids AS bigint[]) AS source_message_ids,
+             CAST(:client_ids AS text[]) AS source_client_ids) AS new
+WHERE cards.user_id = :user_id AND cards.id = :id
+RETURNING {qualified("cards")}, false AS inserted"""
+
+
 def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:
-    """Insert one card or merge its sources into the existing one; say whether it was new."""
-    statement = text(
-        f"""
-        INSERT INTO cards (
-            user_id, type, text, topic, tags, session_id, source_message_ids,
-            source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
-            embedding, keyword_length, subject, attribute
-        ) VALUES (
-            :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
-            coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
-            :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute
-        )
-        ON CONFLICT (user_id, content_hash) DO UPDATE SET
-            subject = coalesce(cards.subject, excluded.subject),
-            attribute = coalesce(cards.attribute, excluded.attribute),
-            source_message_ids = ARRAY(
-                SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
-                ORDER BY 1
-            ),
-            source_client_ids = ARRAY(
-                SELECT DISTINCT unnest(cards.source_client_ids || excluded.source_client_ids)
-                ORDER BY 1
-            )
-        RETURNING {CARD_COLUMNS}, (xmax = 0) AS inserted
-        """
-    ).bindparams(
+    """Insert one card or merge its sources into the existing one; say whether it was new.
+
+    A turn card whose message has its card already returns that card unchanged; one whose
+    text another card has (the same words said twice) merges its sources into it.
+    """
+    statement = text(_UPSERT if card.turn_message_id is None else _INSERT_TURN).bindparams(
         bindparam("tags", type_=ARRAY(Text)),
         bindparam("message_ids", type_=ARRAY(BigInteger)),
         bindparam("client_ids", type_=ARRAY(Text)),
@@ -308,11 +340,41 @@ def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tu
                 "keyword_length": sum(card.terms.values()),
                 "subject": card.subject,
                 "attribute": card.attribute,
+                "turn": card.turn_message_id,
             },
-        ).one()
+        ).one_or_none()
+        if row is None:
+            row = _existing_turn(connection, user_id, key, card)
     except IntegrityError as error:
         raise StorageError(f"cannot store a card of user {user_id!r}: {error.orig}") from error
     return row, bool(row.inserted)
+
+
+def _existing_turn(connection: Connection, user_id: str, key: str, card: NewCard) -> Row[Any]:
+    """The stored card a turn card conflicted with: its message's card, or else the card
+    with its content, which takes its sources."""
+    found = connection.execute(
+        text(_EXISTING_TURN),
+        {"user_id": user_id, "turn": card.turn_message_id, "hash": key},
+    ).one_or_none()
+    if found is None:
+        # The conflicting card was deleted between the two statements (a forget).
+        raise StorageError(f"cannot store a turn card of user {user_id!r}: its twin went away")
+    if found.same_turn:
+        return found
+    statement = text(_MERGE_INTO).bindparams(
+        bindparam("message_ids", type_=ARRAY(BigInteger)),
+        bindparam("client_ids", type_=ARRAY(Text)),
+    )
+    return connection.execute(
+        statement,
+        {
+            "user_id": user_id,
+            "id": found.id,
+            "message_ids": card.source_message_ids,
+            "client_ids": card.source_client_ids,
+        },
+    ).one()
 
 
 def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) -> None:
