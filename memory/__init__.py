@@ -44,7 +44,7 @@ from memory.llm import (
     OpenAIChatModel,
     ScriptedChatModel,
 )
-from memory.settings import CardSettings, Settings, SummarySettings
+from memory.settings import CardSettings, JobSettings, Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "InterruptedCall",
     "InvalidHistoryError",
     "JobOutcome",
+    "JobSettings",
     "LLMChain",
     "LLMChainFailed",
     "LLMError",

@@ -1,6 +1,6 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
-from storage.archive_marks import ArchiveMarks, IdleSession
+from storage.archive_marks import ArchiveMarks, IdleSession, IdleSweep
 from storage.cards import (
     MAX_CARD_KEY_CHARS,
     MAX_CARD_TAG_CHARS,
@@ -45,6 +45,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "EmbeddingModelMismatchError",
     "IdleSession",
+    "IdleSweep",
     "InvalidInputError",
     "Job",
     "JobQueue",

@@ -32,6 +32,22 @@ __all__ = ["JobQueue"]
 #: Longest ``last_error`` kept, in characters: enough for a traceback's last line, bounded.
 MAX_ERROR_CHARS = 2_000
 
+#: The most finished jobs ``prune`` deletes in one transaction.
+PRUNE_BATCH = 1_000
+
+# The status is a literal, not a parameter: Postgres matches the partial index's predicate
+# by its text. SKIP LOCKED: a job another transaction holds is left for next time.
+_PRUNE = {
+    status: text(
+        "DELETE FROM jobs WHERE (user_id, id) IN ("
+        "  SELECT user_id, id FROM jobs"
+        f"  WHERE status = '{status}' AND updated_at < now() - make_interval(secs => :seconds)"
+        "  LIMIT :limit FOR UPDATE SKIP LOCKED"
+        ")"
+    )
+    for status in ("done", "failed")
+}
+
 
 class JobQueue:
     """Jobs on sessions, such as "fold what left the window into the summary".
@@ -281,6 +297,42 @@ class JobQueue:
                 except IntegrityError:
                     continue
         raise StorageError(f"job {job.id}: could not record its failure (sibling races)")
+
+    def prune(
+        self,
+        *,
+        done_seconds: float,
+        failed_seconds: float,
+        limit: int = 10_000,
+        batch: int = PRUNE_BATCH,
+    ) -> int:
+        """Delete finished jobs: done ones finished over ``done_seconds`` ago, and failed ones
+        over ``failed_seconds`` ago (finished: their last update, on the database clock).
+
+        In transactions of at most ``batch`` rows each, read by the index of finished jobs
+        (migration 12), until nothing is left or ``limit`` rows went: a call is bounded, and
+        the next call takes the rest.
+
+        Returns:
+            How many jobs were deleted.
+
+        Raises:
+            InvalidInputError: A retention or a bound is negative.
+        """
+        if done_seconds < 0 or failed_seconds < 0 or limit < 0 or batch < 1:
+            raise InvalidInputError("retentions and limits must be >= 0 and batch >= 1")
+        deleted = 0
+        for status, seconds in (("done", done_seconds), ("failed", failed_seconds)):
+            while deleted < limit:
+                size = min(batch, limit - deleted)
+                with self._database.transaction() as session:
+                    gone = session.execute(
+                        _PRUNE[status], {"seconds": seconds, "limit": size}
+                    ).rowcount  # type: ignore[attr-defined]  # a CursorResult
+                deleted += gone
+                if gone < size:
+                    break
+        return deleted
 
     def pending(self, kind: str | None = None) -> int:
         """Count the pending jobs (due or not) of every user, of one kind or of all kinds."""

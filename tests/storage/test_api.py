@@ -23,6 +23,7 @@ def test_public_names() -> None:
         "EMBEDDING_DIM",
         "EmbeddingModelMismatchError",
         "IdleSession",
+        "IdleSweep",
         "InvalidInputError",
         "Job",
         "JobQueue",
