@@ -266,7 +266,7 @@ class CardWrites:
         return len(gone)
 
 
-_INSERT = """
+_UPSERT = f"""
 INSERT INTO cards (
     user_id, type, text, topic, tags, session_id, source_message_ids,
     source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
@@ -275,9 +275,10 @@ INSERT INTO cards (
     :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
     coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
     :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute, :turn
-)"""
-
-_MERGE_SOURCES = """
+)
+ON CONFLICT (user_id, content_hash) DO UPDATE SET
+    subject = coalesce(cards.subject, excluded.subject),
+    attribute = coalesce(cards.attribute, excluded.attribute),
     source_message_ids = ARRAY(
         SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
         ORDER BY 1
@@ -285,28 +286,18 @@ _MERGE_SOURCES = """
     source_client_ids = ARRAY(
         SELECT DISTINCT unnest(cards.source_client_ids || excluded.source_client_ids)
         ORDER BY 1
-    )"""
-
-_UPSERT = f"""{_INSERT}
-ON CONFLICT (user_id, content_hash) DO UPDATE SET
-    subject = coalesce(cards.subject, excluded.subject),
-    attribute = coalesce(cards.attribute, excluded.attribute),{_MERGE_SOURCES}
+    )
 RETURNING {CARD_COLUMNS}, (xmax = 0) AS inserted"""
 
-# A turn card of a message: two unique keys may conflict (the message's card, the content's),
-# and ON CONFLICT ... DO UPDATE takes one, so: insert unless either exists, then look.
-_INSERT_TURN = f"{_INSERT}\nON CONFLICT DO NOTHING RETURNING {CARD_COLUMNS}, true AS inserted"
-_EXISTING_TURN = f"""
-SELECT {CARD_COLUMNS}, false AS inserted, coalesce(turn_message_id = :turn, false) AS same_turn
-FROM cards
-WHERE user_id = :user_id AND (turn_message_id = :turn OR content_hash = :hash)
-ORDER BY same_turn DESC LIMIT 1"""
-_MERGE_INTO = f"""
-UPDATE cards SET{_MERGE_SOURCES.replace("excluded.", "new.")}
-FROM (SELECT CAST(:message_ids AS bigint[]) AS source_message_ids,
-             CAST(:client_ids AS text[]) AS source_client_ids) AS new
-WHERE cards.user_id = :user_id AND cards.id = :id
-RETURNING {qualified("cards")}, false AS inserted"""
+# A turn card of a message has two unique keys (its message's, its content's) and ON CONFLICT
+# DO UPDATE takes one: insert unless either exists; then its message's card, if that was it.
+_INSERT_TURN = _UPSERT[: _UPSERT.index("ON CONFLICT")] + (
+    f"ON CONFLICT DO NOTHING RETURNING {CARD_COLUMNS}, true AS inserted"
+)
+_TURN_OF_MESSAGE = (
+    f"SELECT {CARD_COLUMNS}, false AS inserted FROM cards "
+    "WHERE user_id = :user_id AND turn_message_id = :turn"
+)
 
 
 def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:
@@ -315,66 +306,41 @@ def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tu
     A turn card whose message has its card already returns that card unchanged; one whose
     text another card has (the same words said twice) merges its sources into it.
     """
-    statement = text(_UPSERT if card.turn_message_id is None else _INSERT_TURN).bindparams(
+    values = {
+        "user_id": user_id,
+        "type": card.type,
+        "text": card.text,
+        "topic": card.topic,
+        "tags": card.tags,
+        "session_id": card.session_id,
+        "message_ids": card.source_message_ids,
+        "client_ids": card.source_client_ids,
+        "observed_at": card.observed_at,
+        "occurred_at": card.occurred_at,
+        "pinned": card.pinned,
+        "hash": key,
+        "embedding": vector_literal(unit_vector(card.embedding)),
+        "keyword_length": sum(card.terms.values()),
+        "subject": card.subject,
+        "attribute": card.attribute,
+        "turn": card.turn_message_id,
+    }
+    arrays = (
         bindparam("tags", type_=ARRAY(Text)),
         bindparam("message_ids", type_=ARRAY(BigInteger)),
         bindparam("client_ids", type_=ARRAY(Text)),
     )
     try:
-        row = connection.execute(
-            statement,
-            {
-                "user_id": user_id,
-                "type": card.type,
-                "text": card.text,
-                "topic": card.topic,
-                "tags": card.tags,
-                "session_id": card.session_id,
-                "message_ids": card.source_message_ids,
-                "client_ids": card.source_client_ids,
-                "observed_at": card.observed_at,
-                "occurred_at": card.occurred_at,
-                "pinned": card.pinned,
-                "hash": key,
-                "embedding": vector_literal(unit_vector(card.embedding)),
-                "keyword_length": sum(card.terms.values()),
-                "subject": card.subject,
-                "attribute": card.attribute,
-                "turn": card.turn_message_id,
-            },
-        ).one_or_none()
-        if row is None:
-            row = _existing_turn(connection, user_id, key, card)
+        row = None
+        if card.turn_message_id is not None:
+            row = connection.execute(text(_INSERT_TURN).bindparams(*arrays), values).one_or_none()
+            if row is None:
+                row = connection.execute(text(_TURN_OF_MESSAGE), values).one_or_none()
+        if row is None:  # not a turn, or its content's twin is another message's card
+            row = connection.execute(text(_UPSERT).bindparams(*arrays), values).one()
     except IntegrityError as error:
         raise StorageError(f"cannot store a card of user {user_id!r}: {error.orig}") from error
     return row, bool(row.inserted)
-
-
-def _existing_turn(connection: Connection, user_id: str, key: str, card: NewCard) -> Row[Any]:
-    """The stored card a turn card conflicted with: its message's card, or else the card
-    with its content, which takes its sources."""
-    found = connection.execute(
-        text(_EXISTING_TURN),
-        {"user_id": user_id, "turn": card.turn_message_id, "hash": key},
-    ).one_or_none()
-    if found is None:
-        # The conflicting card was deleted between the two statements (a forget).
-        raise StorageError(f"cannot store a turn card of user {user_id!r}: its twin went away")
-    if found.same_turn:
-        return found
-    statement = text(_MERGE_INTO).bindparams(
-        bindparam("message_ids", type_=ARRAY(BigInteger)),
-        bindparam("client_ids", type_=ARRAY(Text)),
-    )
-    return connection.execute(
-        statement,
-        {
-            "user_id": user_id,
-            "id": found.id,
-            "message_ids": card.source_message_ids,
-            "client_ids": card.source_client_ids,
-        },
-    ).one()
 
 
 def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) -> None:

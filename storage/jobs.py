@@ -32,18 +32,12 @@ __all__ = ["JobQueue"]
 #: Longest ``last_error`` kept, in characters: enough for a traceback's last line, bounded.
 MAX_ERROR_CHARS = 2_000
 
-#: The most finished jobs ``prune`` deletes in one transaction.
-PRUNE_BATCH = 1_000
-
-# The status is a literal, not a parameter: Postgres matches the partial index's predicate
-# by its text. SKIP LOCKED: a job another transaction holds is left for next time.
+# The status is a literal: Postgres matches a partial index's predicate by its text.
 _PRUNE = {
     status: text(
-        "DELETE FROM jobs WHERE (user_id, id) IN ("
-        "  SELECT user_id, id FROM jobs"
-        f"  WHERE status = '{status}' AND updated_at < now() - make_interval(secs => :seconds)"
-        "  LIMIT :limit FOR UPDATE SKIP LOCKED"
-        ")"
+        "DELETE FROM jobs WHERE (user_id, id) IN (SELECT user_id, id FROM jobs WHERE status = "
+        f"'{status}' AND updated_at < now() - make_interval(secs => :seconds) "
+        "LIMIT :limit FOR UPDATE SKIP LOCKED)"
     )
     for status in ("done", "failed")
 }
@@ -299,19 +293,12 @@ class JobQueue:
         raise StorageError(f"job {job.id}: could not record its failure (sibling races)")
 
     def prune(
-        self,
-        *,
-        done_seconds: float,
-        failed_seconds: float,
-        limit: int = 10_000,
-        batch: int = PRUNE_BATCH,
+        self, *, done_seconds: float, failed_seconds: float, limit: int = 10_000, batch: int = 1_000
     ) -> int:
-        """Delete finished jobs: done ones finished over ``done_seconds`` ago, and failed ones
-        over ``failed_seconds`` ago (finished: their last update, on the database clock).
-
-        In transactions of at most ``batch`` rows each, read by the index of finished jobs
-        (migration 12), until nothing is left or ``limit`` rows went: a call is bounded, and
-        the next call takes the rest.
+        """Delete the jobs done over ``done_seconds`` ago and those failed for good over
+        ``failed_seconds`` ago (by their last update, on the database clock): at most
+        ``limit``, ``batch`` rows per transaction (a job another transaction holds is left),
+        by the index of finished jobs. A call is bounded; the next one takes the rest.
 
         Returns:
             How many jobs were deleted.
@@ -319,18 +306,16 @@ class JobQueue:
         Raises:
             InvalidInputError: A retention or a bound is negative.
         """
-        if done_seconds < 0 or failed_seconds < 0 or limit < 0 or batch < 1:
+        if min(done_seconds, failed_seconds, limit) < 0 or batch < 1:
             raise InvalidInputError("retentions and limits must be >= 0 and batch >= 1")
         deleted = 0
         for status, seconds in (("done", done_seconds), ("failed", failed_seconds)):
             while deleted < limit:
                 size = min(batch, limit - deleted)
                 with self._database.transaction() as session:
-                    gone = session.execute(
-                        _PRUNE[status], {"seconds": seconds, "limit": size}
-                    ).rowcount  # type: ignore[attr-defined]  # a CursorResult
-                deleted += gone
-                if gone < size:
+                    result = session.execute(_PRUNE[status], {"seconds": seconds, "limit": size})
+                deleted += result.rowcount  # type: ignore[attr-defined]  # a CursorResult
+                if result.rowcount < size:  # type: ignore[attr-defined]
                     break
         return deleted
 
