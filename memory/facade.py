@@ -232,8 +232,9 @@ class Memory:
             PinBudgetError: the user's pins with this one would exceed the pin budget
                 (``cards.pin_budget_ratio`` of the history budget, in tokens).
             ValueError: ``text`` is blank.
-            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
-                string.
+            InvalidInputError: ``text`` holds a NUL or a lone surrogate, ``tags`` is one
+                string, or a part is over the card bounds (``storage.MAX_CARD_TOPIC_CHARS``
+                and the others).
             ConfigurationError: long-term memory is disabled.
         """
         if not isinstance(text, str):
