@@ -22,7 +22,7 @@ from memory.errors import (
     ConfigurationError,
 )
 from memory.folding import Folding
-from memory.idle import IdleSessions
+from memory.idle import FinishedJobs, IdleSessions, IdleWork
 from memory.intake import batch_items, parse_input
 from memory.jobs import WorkerRun
 from memory.llm import ChatModel
@@ -240,8 +240,9 @@ class Memory:
             PinBudgetError: the user's pins with this one would exceed the pin budget
                 (``cards.pin_budget_ratio`` of the history budget, in tokens).
             ValueError: ``text`` is blank.
-            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
-                string.
+            InvalidInputError: ``text`` holds a NUL or a lone surrogate, ``tags`` is one
+                string, or a part is over the card bounds (``storage.MAX_CARD_TOPIC_CHARS``
+                and the others).
             ConfigurationError: long-term memory is disabled.
         """
         if not isinstance(text, str):
@@ -431,7 +432,9 @@ class Memory:
         ``stop`` is set (the running job is finished first). Each job runs with the parameters
         it was queued with, and is logged (session, messages folded, summary kind, duration).
         With long-term memory on, a worker with nothing to do queues the archiving of sessions
-        idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute.
+        idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute;
+        then it deletes the jobs finished longer ago than ``jobs.done_retention_seconds``
+        (failed ones: ``jobs.failed_retention_seconds``).
 
         Returns:
             What ran (filled in as jobs finish when the worker runs in a thread).
@@ -453,13 +456,15 @@ class Memory:
         self._worker_threads.append(thread)
         return run
 
-    def _idle_task(self) -> IdleSessions | None:
-        """The worker's sweep of idle sessions (none when long-term memory is off)."""
-        if self._parts.longterm is None:
-            return None
-        return IdleSessions(
-            ArchiveMarks(self._database), self._parts.jobs, self.settings.cards.idle_seconds
-        )
+    def _idle_task(self) -> IdleWork:
+        """The worker's idle work: the sweep of idle sessions (when long-term memory is on),
+        and the deletion of finished jobs past their retention."""
+        sweep = None
+        if self._parts.longterm is not None:
+            sweep = IdleSessions(
+                ArchiveMarks(self._database), self._parts.jobs, self.settings.cards.idle_seconds
+            )
+        return IdleWork(sweep, FinishedJobs(self._parts.jobs, self.settings.jobs))
 
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""

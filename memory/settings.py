@@ -21,7 +21,7 @@ from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import ConfigurationError
 from storage import default_data_dir
 
-__all__ = ["CardSettings", "Settings", "SummarySettings"]
+__all__ = ["CardSettings", "JobSettings", "Settings", "SummarySettings"]
 
 
 class SummarySettings(BaseModel):
@@ -113,6 +113,26 @@ class CardSettings(BaseModel):
     embedder: Literal["minilm", "hashing"] = "minilm"
 
 
+class JobSettings(BaseModel):
+    """Background jobs once they are finished.
+
+    Attributes:
+        done_retention_seconds: a job done this long ago is deleted by the worker, in its idle
+            time (a day: its row only says that it ran).
+        failed_retention_seconds: a job that failed for good this long ago is deleted likewise
+            (30 days: its last error says what went wrong, for whoever looks).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        with _as_configuration_error("jobs settings", type(self)):
+            super().__init__(**values)
+
+    done_retention_seconds: float = Field(default=86_400.0, ge=0)
+    failed_retention_seconds: float = Field(default=30 * 86_400.0, ge=0)
+
+
 class Settings(BaseSettings):
     """Every setting of stratamem, with its default.
 
@@ -157,6 +177,7 @@ class Settings(BaseSettings):
     )
     summary: SummarySettings = Field(default_factory=SummarySettings)
     cards: CardSettings = Field(default_factory=CardSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
 
     @field_validator("database_url")
     @classmethod

@@ -13,6 +13,11 @@ from sqlalchemy.types import Text
 
 from storage.card_queries import BM25_B, BM25_K1, CardQueries
 from storage.card_records import (
+    MAX_CARD_KEY_CHARS,
+    MAX_CARD_TAG_CHARS,
+    MAX_CARD_TAGS,
+    MAX_CARD_TEXT_CHARS,
+    MAX_CARD_TOPIC_CHARS,
     Card,
     CardFilter,
     CardMatch,
@@ -33,6 +38,11 @@ from storage.migrations import EMBEDDING_DIM
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "MAX_CARD_KEY_CHARS",
+    "MAX_CARD_TAGS",
+    "MAX_CARD_TAG_CHARS",
+    "MAX_CARD_TEXT_CHARS",
+    "MAX_CARD_TOPIC_CHARS",
     "Candidates",
     "Card",
     "CardFilter",

@@ -348,6 +348,40 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
+        12,
+        "turn cards keyed by their message, sessions by last activity, finished jobs by age",
+        (
+            # The message a turn card archives: at most one turn card per message, whatever its
+            # neighbours were when it was archived (a retry after a crash may see more of them).
+            # Turn cards stored before this migration have none.
+            "ALTER TABLE cards ADD COLUMN turn_message_id bigint",
+            """
+            CREATE UNIQUE INDEX uq_cards_user_turn_message ON cards (user_id, turn_message_id)
+            WHERE turn_message_id IS NOT NULL
+            """,
+            # When the session last got a message, on the database clock (set by the statements
+            # that append): the idle sweep reads only the sessions that went quiet since it
+            # last looked, by this index, not every session.
+            "ALTER TABLE sessions ADD COLUMN last_active_at timestamptz NOT NULL DEFAULT now()",
+            """
+            UPDATE sessions SET last_active_at = coalesce(
+                (
+                    SELECT m.created_at FROM messages AS m
+                    WHERE m.user_id = sessions.user_id AND m.session_id = sessions.session_id
+                      AND m.seq = sessions.last_seq
+                ),
+                sessions.created_at
+            )
+            """,
+            "CREATE INDEX ix_sessions_last_active_at ON sessions (last_active_at)",
+            # Finished jobs by the time they finished: the worker deletes them after a while.
+            """
+            CREATE INDEX ix_jobs_finished_updated_at ON jobs (updated_at)
+            WHERE status IN ('done', 'failed')
+            """,
+        ),
+    ),
+    Migration(
         13,
         "proxy keys",
         (
