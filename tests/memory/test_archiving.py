@@ -98,9 +98,9 @@ def test_a_long_session_is_archived_in_bounded_steps_each_moving_the_mark(
         reads.append(len(loaded := read(*args)))
         return loaded
 
-    def advanced(user: str, session: str, seq: int) -> int:
-        marks.append(seq)
-        return advance(user, session, seq)
+    def advanced(user: str, session: str, through: StoredMessage) -> int:
+        marks.append(through.seq)
+        return advance(user, session, through)
 
     monkeypatch.setattr(longterm._messages, "between", between)
     monkeypatch.setattr(longterm._marks, "advance", advanced)

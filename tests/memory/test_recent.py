@@ -325,7 +325,7 @@ def test_what_the_cache_holds_stays_within_its_byte_bound_as_tracemalloc_measure
     try:
         recent = RecentMessages(store, COUNTER, max_bytes=bound)
         for session in sessions:  # more than fits: the oldest windows are forgotten
-            recent.load(user_id, session, after_seq=0, budget=100_000)
+            recent.load_with_summary(user_id, session, budget=100_000)
         gc.collect()
         with_windows = tracemalloc.get_traced_memory()[0]
         counted, kept = recent.cached_bytes, recent.cached_sessions
