@@ -28,6 +28,7 @@ from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
 from memory.settings import CardSettings, SummarySettings
+from memory.validity import current_first
 from retrieval import (
     CardDraft,
     CardIndex,
@@ -260,6 +261,7 @@ class LongTermMemory(MessageArchiving):
                     hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
                 )
             ][: self._settings.k]
+            fresh = current_first(self.index, user_id, query, fresh, self._settings, pinned)
             memories += [_memory(hit.card, hit.score) for hit in fresh]
             recalled += [
                 RecalledCard(hit.card.id, hit.score, False, hit.card.type) for hit in fresh
@@ -285,16 +287,26 @@ def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain
 
 
 def _memory(card: Card, score: float) -> RetrievedMemory:
-    """A card as a memory of the prompt, with its date (turn cards carry theirs already).
+    """A card as a memory of the prompt, with its date (turn cards carry theirs already) and,
+    when what it says no longer holds, until when it did: ``[3 March 2025, until 4 April
+    2025] User lives in Lyon``, ``[until 4 April 2025] [3 March 2025] User: I live in Lyon``.
 
     A pin is shown as written: it holds whenever it was said, and its tokens are known when it
     is pinned (the pin budget is checked then).
     """
     text = card.text
+    until = f"until {_day(card.valid_to)}" if card.valid_to is not None else None
     if card.type != "turn" and not card.pinned:
-        when = card.occurred_at or card.observed_at
-        text = f"[{when.day} {when.strftime('%B')} {when.year}] {text}"
+        when = _day(card.occurred_at or card.observed_at)
+        text = f"[{when}, {until}] {text}" if until else f"[{when}] {text}"
+    elif until:
+        text = f"[{until}] {text}"
     return RetrievedMemory(text=text, score=score, pinned=card.pinned, id=str(card.id))
+
+
+def _day(moment: datetime) -> str:
+    """``4 April 2025``, as memories show a day."""
+    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
 
 
 def _must(message: Message | None) -> Message:

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memory.cli.base import EXIT_OK, CommandError, Subcommands, whole_number
+from memory.cli.eval_updates import register_updates
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.evaluation import (
     Conversation,
@@ -56,7 +57,7 @@ __all__ = [
 
 
 def register_eval(subcommands: Subcommands) -> None:
-    """Add ``stratamem eval locomo``."""
+    """Add ``stratamem eval locomo`` and ``stratamem eval updates``."""
     evaluation = subcommands.add_parser(
         "eval", help="measure recall on a benchmark", description="Measure recall offline."
     )
@@ -76,6 +77,7 @@ def register_eval(subcommands: Subcommands) -> None:
         "--data-dir", type=Path, help="database folder (default: a temporary one, removed after)"
     )
     locomo.set_defaults(handler=_run_locomo)
+    register_updates(benchmarks)
 
 
 def make_embedder() -> Embedder:
