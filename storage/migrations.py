@@ -347,6 +347,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ix_cards_user_current_ids ON cards (user_id, id) WHERE valid_to IS NULL",
         ),
     ),
+    # Version 11 was never used (it was set aside for a session generation that erasure did
+    # not need in the end: storage.erasure compares message ids instead).
     Migration(
         12,
         "turn cards keyed by their message, sessions by last activity, finished jobs by age",
