@@ -97,6 +97,9 @@ class CardSettings(BaseModel):
         pin_budget_ratio: pinned cards may take at most this share of the history budget.
         idle_seconds: a session idle this long is treated as ended (by the worker).
         embedder: ``minilm`` (all-MiniLM-L6-v2, offline) or ``hashing`` (a model-free fake).
+        rewrite_deadline_ms: the longest ``prepare`` waits for the chat model to rewrite an
+            input the rules cannot make self-contained; 0 (the default) never asks the model
+            (``prepare`` never waits for an LLM). A late answer is dropped, never awaited.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -111,6 +114,7 @@ class CardSettings(BaseModel):
     pin_budget_ratio: float = Field(default=0.1, ge=0, le=1)
     idle_seconds: float = Field(default=1_800.0, gt=0)
     embedder: Literal["minilm", "hashing"] = "minilm"
+    rewrite_deadline_ms: int = Field(default=0, ge=0)
 
 
 class Settings(BaseSettings):
