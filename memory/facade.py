@@ -306,6 +306,7 @@ class Memory:
         if card_id is None:
             self._parts.recent.forget(user_id, session_id)
             self._parts.queued.forget(user_id, session_id)
+            self._parts.queued_archiving.forget(user_id, session_id)
         return Forgotten(**{f.name: getattr(erased, f.name) for f in fields(erased)})
 
     def end_session(self, *, user_id: str, session_id: str) -> None:
@@ -320,6 +321,7 @@ class Memory:
         """
         longterm = self._longterm()
         if self._background:
+            self._parts.queued_archiving.forget(user_id, session_id)  # the job is due now
             self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
             longterm.archive_through(user_id, session_id, None)
@@ -358,7 +360,10 @@ class Memory:
         Once the messages after the summary boundary pass the fold trigger, the fold is queued
         (background mode) or done now, with the archiving of what it folds as cards (inline
         mode), as ``prepare`` would: ``prepare`` need never be called for a session to be
-        summarised and remembered.
+        summarised and remembered. In background mode the session's messages (those ``prepare``
+        stored included) also become cards within ``cards.debounce_seconds`` (a queued
+        ``cards`` job; ``cards.archive_promptly``), so the user's other sessions recall them
+        without this one ending.
 
         Raises:
             InvalidHistoryError: ``messages`` is a single message rather than a list, a
@@ -379,6 +384,7 @@ class Memory:
         after = reply_to.report.newest if reply_to is not None else None
         stored = self._parts.writer.record(user_id, session_id, batch, after=after)
         self._folding.fold_when_due(user_id, session_id)
+        self._folding.archive_soon(user_id, session_id)
         return stored
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
