@@ -86,7 +86,7 @@ class Memory:
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
         self._stop = threading.Event()
-        self._worker_threads: list[threading.Thread] = []
+        self._worker_threads: list[tuple[threading.Thread, threading.Event]] = []
 
     @classmethod
     def open(
@@ -432,9 +432,10 @@ class Memory:
     ) -> WorkerRun:
         """Run queued consolidations and card archiving.
 
-        By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests) or once
-        ``stop`` is set (the running job is finished first). Each job runs with the parameters
+        By default in a background thread that runs until ``close`` (or until ``stop`` is set;
+        ``close`` still waits for it); with ``until_idle`` in the caller's thread, returning
+        once no job is pending (for scripts and tests) or once ``stop`` is set (the running
+        job is finished first). Each job runs with the parameters
         it was queued with, and is logged (session, messages folded, summary kind, duration).
         With long-term memory on, a worker with nothing to do queues the archiving of sessions
         idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute.
@@ -452,11 +453,12 @@ class Memory:
             worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures
             return run
+        until = stop if stop is not None else self._stop
         thread = threading.Thread(
-            target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
+            target=worker.run, args=(until,), name="stratamem-worker", daemon=True
         )
         thread.start()
-        self._worker_threads.append(thread)
+        self._worker_threads.append((thread, until))
         return run
 
     def _idle_task(self) -> IdleSessions | None:
@@ -470,7 +472,8 @@ class Memory:
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""
         self._stop.set()
-        for thread in self._worker_threads:
+        for thread, stop in self._worker_threads:
+            stop.set()
             thread.join()
         self._database.close()
 
