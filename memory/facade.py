@@ -86,7 +86,7 @@ class Memory:
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
         self._stop = threading.Event()
-        self._worker_threads: list[threading.Thread] = []
+        self._worker_threads: list[tuple[threading.Thread, threading.Event]] = []
 
     @classmethod
     def open(
@@ -307,6 +307,7 @@ class Memory:
         if card_id is None:
             self._parts.recent.forget(user_id, session_id)
             self._parts.queued.forget(user_id, session_id)
+            self._parts.queued_archiving.forget(user_id, session_id)
         return Forgotten(**{f.name: getattr(erased, f.name) for f in fields(erased)})
 
     def end_session(self, *, user_id: str, session_id: str) -> None:
@@ -321,6 +322,7 @@ class Memory:
         """
         longterm = self._longterm()
         if self._background:
+            self._parts.queued_archiving.forget(user_id, session_id)  # the job is due now
             self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
             longterm.archive_through(user_id, session_id, None)
@@ -359,7 +361,10 @@ class Memory:
         Once the messages after the summary boundary pass the fold trigger, the fold is queued
         (background mode) or done now, with the archiving of what it folds as cards (inline
         mode), as ``prepare`` would: ``prepare`` need never be called for a session to be
-        summarised and remembered.
+        summarised and remembered. In background mode the session's messages (those ``prepare``
+        stored included) also become cards within ``cards.debounce_seconds`` (a queued
+        ``cards`` job; ``cards.archive_promptly``), so the user's other sessions recall them
+        without this one ending.
 
         Raises:
             InvalidHistoryError: ``messages`` is a single message rather than a list, a
@@ -380,6 +385,7 @@ class Memory:
         after = reply_to.report.newest if reply_to is not None else None
         stored = self._parts.writer.record(user_id, session_id, batch, after=after)
         self._folding.fold_when_due(user_id, session_id)
+        self._folding.archive_soon(user_id, session_id)
         return stored
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
@@ -427,9 +433,10 @@ class Memory:
     ) -> WorkerRun:
         """Run queued consolidations and card archiving.
 
-        By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests) or once
-        ``stop`` is set (the running job is finished first). Each job runs with the parameters
+        By default in a background thread that runs until ``close`` (or until ``stop`` is set;
+        ``close`` still waits for it); with ``until_idle`` in the caller's thread, returning
+        once no job is pending (for scripts and tests) or once ``stop`` is set (the running
+        job is finished first). Each job runs with the parameters
         it was queued with, and is logged (session, messages folded, summary kind, duration).
         With long-term memory on, a worker with nothing to do queues the archiving of sessions
         idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute;
@@ -449,11 +456,12 @@ class Memory:
             worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures
             return run
+        until = stop if stop is not None else self._stop
         thread = threading.Thread(
-            target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
+            target=worker.run, args=(until,), name="stratamem-worker", daemon=True
         )
         thread.start()
-        self._worker_threads.append(thread)
+        self._worker_threads.append((thread, until))
         return run
 
     def _idle_task(self) -> IdleWork:
@@ -469,7 +477,8 @@ class Memory:
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""
         self._stop.set()
-        for thread in self._worker_threads:
+        for thread, stop in self._worker_threads:
+            stop.set()
             thread.join()
         self._database.close()
 

@@ -14,7 +14,7 @@ from memory.errors import ContextOverflowError
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.longterm import LongTermMemory, default_embedder
-from memory.queued import QueuedConsolidations
+from memory.queued import QueuedArchiving, QueuedConsolidations
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
@@ -53,6 +53,7 @@ class Parts:
     llm_configured: bool
     longterm: LongTermMemory | None
     queued: QueuedConsolidations
+    queued_archiving: QueuedArchiving
 
     @property
     def consolidator(self) -> Consolidator:
@@ -203,4 +204,5 @@ def build_parts(
         longterm=longterm,
         # Asked for again after a second (or the debounce) if the summary has not moved.
         queued=QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds)),
+        queued_archiving=QueuedArchiving(),
     )
