@@ -24,6 +24,7 @@ from memory.errors import (
 from memory.folding import Folding
 from memory.idle import IdleSessions
 from memory.intake import batch_items, parse_input
+from memory.items import Items
 from memory.jobs import WorkerRun
 from memory.llm import ChatModel
 from memory.longterm import LongTermMemory
@@ -324,6 +325,20 @@ class Memory:
         else:
             longterm.archive_through(user_id, session_id, None)
 
+    @property
+    def items(self) -> Items:
+        """The items of framework stores (``memory.integrations.langgraph.StratamemStore``):
+        JSON objects under a namespace and a key, owned by a user, deleted by ``forget`` of
+        the user, found by the cards' embedder and keywords.
+
+        Raises:
+            ConfigurationError: long-term memory is disabled (its embedder indexes items).
+        """
+        items = self._parts.items
+        if items is None:
+            raise ConfigurationError("long-term memory is disabled (cards.enabled=False)")
+        return items
+
     def _longterm(self) -> LongTermMemory:
         longterm = self._parts.longterm
         if longterm is None:
@@ -497,4 +512,7 @@ class Forgotten(Erased):
         )
         described = [f"{number:,} {one if number == 1 else many}" for number, one, many in counts]
         described[2] += f" ({self.card_terms:,} keyword term{'' if self.card_terms == 1 else 's'})"
+        if self.store_items:  # only stores' users have any: the others' line stays as it was
+            plural = "" if self.store_items == 1 else "s"
+            described.append(f"{self.store_items:,} store item{plural}")
         return ", ".join(described)

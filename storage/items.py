@@ -1,0 +1,364 @@
+"""``ItemStore``: namespaced JSON items (a framework store's memories), their vectors and terms.
+
+An item is a JSON object under a namespace (a tuple of labels) and a key, owned by a user:
+every key of the tables leads with ``user_id``, and ``storage.erase`` deletes a user's items
+with the rest of the user. Like ``CardStore``, this stores no text analysis of its own and
+computes no embedding: callers hand it each indexed text's vector and the item's keyword terms.
+
+Order: items come back as their namespaces were first written (a namespace whose items were all
+deleted starts again at the end), then as the items were first written (an update keeps an
+item's place). That is the order of LangGraph's ``InMemoryStore``, so the two agree page by page.
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, text
+
+from storage.card_rows import unit_vector, vector_literal
+from storage.engine import Database
+from storage.errors import InvalidInputError
+from storage.inputs import check_id, check_text, encode_json
+
+__all__ = [
+    "MAX_ITEM_PATH_BYTES",
+    "ItemIndexing",
+    "ItemKey",
+    "ItemStore",
+    "ItemTerms",
+    "StoredItem",
+    "check_item_path",
+]
+
+#: The most UTF-8 bytes a namespace's labels and the key may take together: they are keys of a
+#: b-tree index (entries up to about 2,700 bytes) beside a user id of up to 1,024 bytes.
+MAX_ITEM_PATH_BYTES = 1_536
+
+_COLUMNS = "user_id, namespace, key, id, value, created_at, updated_at, keyword_length"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemKey:
+    """Where an item lives: its owner, namespace and key."""
+
+    user_id: str
+    namespace: tuple[str, ...]
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredItem:
+    """An item as stored.
+
+    Attributes:
+        user_id: The owner.
+        namespace: The item's namespace, whole (the label naming the user included).
+        key: The key, unique in the namespace.
+        id: The item's id, kept across updates (a deleted and written again item gets a new one).
+        value: The JSON object.
+        created_at: When it was first written.
+        updated_at: When it was last written.
+        keyword_length: How many keyword terms its indexed texts have (0: not indexed).
+    """
+
+    user_id: str
+    namespace: tuple[str, ...]
+    key: str
+    id: int
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    keyword_length: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ItemIndexing:
+    """What an item is found by: one unit vector per indexed text, and the texts' terms.
+
+    Attributes:
+        vectors: Each indexed text's path in the value (``text``, ``tags.0``) and its vector.
+        terms: Each keyword term of the indexed texts with how often it occurs.
+    """
+
+    vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    terms: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemTerms:
+    """The keyword matches of a set of items: each matched term's frequency in each item."""
+
+    frequencies: dict[int, dict[str, int]]
+
+
+def check_item_path(namespace: Sequence[str], key: str) -> None:
+    """Raise unless the namespace and key can be stored.
+
+    Raises:
+        InvalidInputError: A label or the key is not a string, is empty, holds a NUL or a lone
+            surrogate, or together they take more than ``MAX_ITEM_PATH_BYTES``.
+    """
+    if not namespace:
+        raise InvalidInputError("an item's namespace must have at least one label")
+    for position, label in enumerate(namespace):
+        check_id(f"namespace label {position}", label)
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError("an item's key must be a non-empty string")
+    check_text("item key", key)
+    size = sum(len(part.encode()) for part in (*namespace, key))
+    if size > MAX_ITEM_PATH_BYTES:
+        raise InvalidInputError(
+            f"an item's namespace and key take {size:,} bytes; at most "
+            f"{MAX_ITEM_PATH_BYTES:,} are allowed"
+        )
+
+
+class ItemStore:
+    """Every user's items; reads name a user, or ``None`` for a prefix that spans users."""
+
+    def __init__(self, database: Database) -> None:
+        """Use ``database`` (migrated: the tables come from migration 17)."""
+        self._database = database
+
+    def get(self, where: ItemKey) -> StoredItem | None:
+        """The item at ``where``, if stored."""
+        with self._database.reading() as connection:
+            row = connection.execute(
+                text(
+                    f"SELECT {_COLUMNS} FROM store_items WHERE user_id = :user_id "
+                    "AND namespace = CAST(:namespace AS text[]) AND key = :key"
+                ),
+                _key_params(where),
+            ).first()
+        return _item_of(row) if row is not None else None
+
+    def scan(
+        self,
+        prefix: Sequence[str],
+        *,
+        user_id: str | None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[StoredItem]:
+        """The items whose namespace starts with ``prefix``, in the store's order.
+
+        Args:
+            prefix: The leading labels (none: every namespace).
+            user_id: The owner, or ``None`` for every user's items under the prefix.
+            limit: How many at most (``None``: all).
+            offset: How many to skip first.
+        """
+        params: dict[str, Any] = {
+            "prefix": list(prefix),
+            "depth": len(prefix),
+            "limit": limit,
+            "offset": max(offset, 0),
+        }
+        owner = ""
+        if user_id is not None:
+            owner = "user_id = :user_id AND "
+            params["user_id"] = user_id
+        # The namespace's place is the earliest of its items' (they share it, but two writers
+        # may have started one namespace at once).
+        sql = (
+            f"SELECT {_COLUMNS} FROM store_items WHERE {owner}"
+            "namespace[1:CAST(:depth AS integer)] = CAST(:prefix AS text[]) "
+            "ORDER BY min(namespace_seq) OVER (PARTITION BY user_id, namespace), "
+            "namespace, id LIMIT :limit OFFSET :offset"
+        )
+        with self._database.reading() as connection:
+            rows = connection.execute(text(sql), params).all()
+        return [_item_of(row) for row in rows]
+
+    def namespaces(
+        self, prefix: Sequence[str] = (), *, user_id: str | None
+    ) -> list[tuple[str, ...]]:
+        """Every namespace holding an item under ``prefix`` (of one user, or of all), sorted."""
+        params: dict[str, Any] = {"prefix": list(prefix), "depth": len(prefix)}
+        owner = ""
+        if user_id is not None:
+            owner = "user_id = :user_id AND "
+            params["user_id"] = user_id
+        with self._database.reading() as connection:
+            rows = connection.execute(
+                text(
+                    f"SELECT DISTINCT namespace FROM store_items WHERE {owner}"
+                    "namespace[1:CAST(:depth AS integer)] = CAST(:prefix AS text[])"
+                ),
+                params,
+            ).all()
+        return sorted(tuple(row.namespace) for row in rows)
+
+    def write(
+        self,
+        puts: Sequence[tuple[ItemKey, Mapping[str, Any], ItemIndexing | None]],
+        deletes: Sequence[ItemKey] = (),
+    ) -> None:
+        """Store and delete items in one transaction: all of it or none.
+
+        A put of a stored key replaces its value, vectors and terms and keeps its id and
+        creation time; a put without indexing leaves it unindexed. Deleting a key nobody
+        stored is no error.
+
+        Raises:
+            InvalidInputError: A namespace or key is unusable, a value is not a JSON object
+                (or holds a lone surrogate, NaN, a value JSON has no form for).
+        """
+        encoded: list[tuple[ItemKey, str, ItemIndexing | None]] = []
+        for where, value, indexing in puts:
+            check_id("user_id", where.user_id)
+            check_item_path(where.namespace, where.key)
+            if not isinstance(value, Mapping):
+                raise InvalidInputError(
+                    f"an item's value must be a JSON object, not {type(value).__name__}"
+                )
+            document = encode_json("item value", dict(value))
+            encoded.append((where, document, indexing))
+        for where in deletes:
+            check_id("user_id", where.user_id)
+            check_item_path(where.namespace, where.key)
+        with self._database.transaction() as session:
+            connection = session.connection()
+            for where in deletes:
+                connection.execute(
+                    text(
+                        "DELETE FROM store_items WHERE user_id = :user_id "
+                        "AND namespace = CAST(:namespace AS text[]) AND key = :key"
+                    ),
+                    _key_params(where),
+                )
+            for where, document, indexing in encoded:
+                _put(connection, where, document, indexing)
+
+    def vector_ranking(
+        self, items: Sequence[StoredItem], query: Sequence[float]
+    ) -> list[tuple[int, float]]:
+        """The given items that have vectors, by their best vector's cosine similarity to
+        ``query``, best first (ties by id): ``(item id, similarity)``."""
+        if not items:
+            return []
+        params = {
+            "users": [item.user_id for item in items],
+            "ids": [item.id for item in items],
+            "query": vector_literal(unit_vector(query)),
+        }
+        # Inner products of unit vectors (a text with no words may embed as zeros: 0, not NaN).
+        sql = (
+            "SELECT v.item_id, max(-(v.embedding <#> CAST(:query AS vector))) AS score "
+            "FROM unnest(CAST(:users AS text[]), CAST(:ids AS bigint[])) AS c(user_id, id) "
+            "JOIN store_vectors AS v ON v.user_id = c.user_id AND v.item_id = c.id "
+            "GROUP BY v.item_id ORDER BY score DESC, v.item_id"
+        )
+        with self._database.reading() as connection:
+            rows = connection.execute(text(sql), params).all()
+        return [(int(row.item_id), float(row.score)) for row in rows]
+
+    def term_matches(self, items: Sequence[StoredItem], terms: Sequence[str]) -> ItemTerms:
+        """Each of the given items' frequencies of the wanted keyword terms (for BM25)."""
+        wanted = sorted(set(terms))
+        indexed = [item for item in items if item.keyword_length > 0]
+        if not wanted or not indexed:
+            return ItemTerms({})
+        params = {
+            "users": [item.user_id for item in indexed],
+            "ids": [item.id for item in indexed],
+            "terms": wanted,
+        }
+        sql = (
+            "SELECT t.item_id, t.term, t.frequency "
+            "FROM unnest(CAST(:users AS text[]), CAST(:ids AS bigint[])) AS c(user_id, id) "
+            "JOIN store_terms AS t ON t.user_id = c.user_id AND t.item_id = c.id "
+            "WHERE t.term = ANY(CAST(:terms AS text[]))"
+        )
+        frequencies: dict[int, dict[str, int]] = {}
+        with self._database.reading() as connection:
+            for row in connection.execute(text(sql), params):
+                frequencies.setdefault(int(row.item_id), {})[row.term] = int(row.frequency)
+        return ItemTerms(frequencies)
+
+    def count(self, user_id: str) -> int:
+        """How many items the user has."""
+        with self._database.reading() as connection:
+            found = connection.execute(
+                text("SELECT count(*) FROM store_items WHERE user_id = :user_id"),
+                {"user_id": user_id},
+            ).scalar_one()
+        return int(found)
+
+
+def _put(connection: Connection, where: ItemKey, value: str, indexing: ItemIndexing | None) -> None:
+    """Insert or replace one item, then its vectors and terms."""
+    params: dict[str, Any] = {
+        **_key_params(where),
+        "value": value,
+        "length": sum(indexing.terms.values()) if indexing is not None else 0,
+    }
+    row = connection.execute(
+        text(
+            "INSERT INTO store_items (user_id, namespace, key, id, namespace_seq, value, "
+            "keyword_length) SELECT :user_id, CAST(:namespace AS text[]), :key, s.id, "
+            "coalesce((SELECT namespace_seq FROM store_items WHERE user_id = :user_id "
+            "AND namespace = CAST(:namespace AS text[]) LIMIT 1), s.id), "
+            "CAST(:value AS json), :length FROM (SELECT nextval('store_items_id_seq') AS id) AS s "
+            "ON CONFLICT (user_id, namespace, key) DO UPDATE SET value = excluded.value, "
+            "keyword_length = excluded.keyword_length, updated_at = now() "
+            "RETURNING id, (xmax <> 0) AS updated"
+        ),
+        params,
+    ).one()
+    item = {"user_id": where.user_id, "item_id": row.id}
+    if row.updated:
+        connection.execute(
+            text("DELETE FROM store_vectors WHERE user_id = :user_id AND item_id = :item_id"), item
+        )
+        connection.execute(
+            text("DELETE FROM store_terms WHERE user_id = :user_id AND item_id = :item_id"), item
+        )
+    if indexing is None:
+        return
+    if indexing.vectors:
+        connection.execute(
+            text(
+                "INSERT INTO store_vectors (user_id, item_id, path, embedding) "
+                "VALUES (:user_id, :item_id, :path, CAST(:embedding AS vector))"
+            ),
+            [
+                {**item, "path": path, "embedding": vector_literal(unit_vector(vector))}
+                for path, vector in indexing.vectors.items()
+            ],
+        )
+    if indexing.terms:
+        connection.execute(
+            text(
+                "INSERT INTO store_terms (user_id, item_id, term, frequency) "
+                "VALUES (:user_id, :item_id, :term, :frequency)"
+            ),
+            [
+                {**item, "term": term, "frequency": frequency}
+                for term, frequency in indexing.terms.items()
+            ],
+        )
+
+
+def _key_params(where: ItemKey) -> dict[str, Any]:
+    return {"user_id": where.user_id, "namespace": list(where.namespace), "key": where.key}
+
+
+def _item_of(row: Row[Any]) -> StoredItem:
+    value = row.value
+    # psycopg decodes ``json`` itself; a value read as text (another driver) is decoded here.
+    if isinstance(value, str):
+        value = json.loads(value)
+    return StoredItem(
+        user_id=row.user_id,
+        namespace=tuple(row.namespace),
+        key=row.key,
+        id=int(row.id),
+        value=value,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        keyword_length=int(row.keyword_length),
+    )
