@@ -53,6 +53,11 @@ class Items:
         """The length of the vectors items are indexed with (the embedder's)."""
         return self._index.dimension
 
+    def index_texts(self, texts: Sequence[Mapping[str, str]]) -> list[ItemIndexing | None]:
+        """What items with these indexed texts (path -> text) are found by, in one embedding
+        batch (an import stores items with it)."""
+        return self._index.indexing(texts)
+
     def get(self, *, user_id: str, namespace: Sequence[str], key: str) -> StoredItem | None:
         """The item at ``namespace`` and ``key`` of the user, if stored."""
         return self._store.get(ItemKey(user_id, tuple(namespace), key))

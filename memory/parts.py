@@ -58,6 +58,8 @@ class Parts:
     queued: QueuedConsolidations
     #: Framework stores' items, found by the cards' embedder (none with long-term memory off).
     items: Items | None = None
+    #: The embedder of cards and items (none with long-term memory off).
+    embedder: Embedder | None = None
 
     @property
     def consolidator(self) -> Consolidator:
@@ -210,6 +212,7 @@ def build_parts(
         llm_configured=chat is not None,
         longterm=longterm,
         items=items,
+        embedder=embedder if settings.cards.enabled else None,
         # Asked for again after a second (or the debounce) if the summary has not moved.
         queued=QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds)),
     )

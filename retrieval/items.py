@@ -71,7 +71,11 @@ class ItemIndex:
                 for term, frequency in term_frequencies(text).items():
                     terms[term] = terms.get(term, 0) + frequency
             indexings.append(
-                ItemIndexing(vectors={path: next(vectors) for path in item_texts}, terms=terms)
+                ItemIndexing(
+                    texts=dict(item_texts),
+                    vectors={path: next(vectors) for path in item_texts},
+                    terms=terms,
+                )
             )
         return indexings
 

@@ -31,6 +31,8 @@ __all__ = [
     "ItemTerms",
     "StoredItem",
     "check_item_path",
+    "encode_item",
+    "put_item",
 ]
 
 #: The most UTF-8 bytes a namespace's labels and the key may take together: they are keys of a
@@ -76,13 +78,15 @@ class StoredItem:
 
 @dataclass(frozen=True, slots=True)
 class ItemIndexing:
-    """What an item is found by: one unit vector per indexed text, and the texts' terms.
+    """What an item is found by: its indexed texts, one unit vector each, and their terms.
 
     Attributes:
-        vectors: Each indexed text's path in the value (``text``, ``tags.0``) and its vector.
+        texts: Each indexed text by its path in the value (``text``, ``tags.0``).
+        vectors: Each indexed text's vector, by path.
         terms: Each keyword term of the indexed texts with how often it occurs.
     """
 
+    texts: Mapping[str, str] = field(default_factory=dict)
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
     terms: Mapping[str, int] = field(default_factory=dict)
 
@@ -207,16 +211,7 @@ class ItemStore:
             InvalidInputError: A namespace or key is unusable, a value is not a JSON object
                 (or holds a lone surrogate, NaN, a value JSON has no form for).
         """
-        encoded: list[tuple[ItemKey, str, ItemIndexing | None]] = []
-        for where, value, indexing in puts:
-            check_id("user_id", where.user_id)
-            check_item_path(where.namespace, where.key)
-            if not isinstance(value, Mapping):
-                raise InvalidInputError(
-                    f"an item's value must be a JSON object, not {type(value).__name__}"
-                )
-            document = encode_json("item value", dict(value))
-            encoded.append((where, document, indexing))
+        encoded = [(where, encode_item(where, value), indexing) for where, value, indexing in puts]
         for where in deletes:
             check_id("user_id", where.user_id)
             check_item_path(where.namespace, where.key)
@@ -231,7 +226,7 @@ class ItemStore:
                     _key_params(where),
                 )
             for where, document, indexing in encoded:
-                _put(connection, where, document, indexing)
+                put_item(connection, where, document, indexing)
 
     def vector_ranking(
         self, items: Sequence[StoredItem], query: Sequence[float]
@@ -289,22 +284,54 @@ class ItemStore:
         return int(found)
 
 
-def _put(connection: Connection, where: ItemKey, value: str, indexing: ItemIndexing | None) -> None:
-    """Insert or replace one item, then its vectors and terms."""
+def encode_item(where: ItemKey, value: object) -> str:
+    """Check an item's place and value; its value as JSON text for ``put_item``.
+
+    Raises:
+        InvalidInputError: The user id, namespace or key is unusable, or the value is not a
+            JSON object (or holds a lone surrogate, NaN, a value JSON has no form for).
+    """
+    check_id("user_id", where.user_id)
+    check_item_path(where.namespace, where.key)
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"an item's value must be a JSON object, not {type(value).__name__}"
+        )
+    return encode_json("item value", dict(value))
+
+
+def put_item(
+    connection: Connection,
+    where: ItemKey,
+    value: str,
+    indexing: ItemIndexing | None,
+    *,
+    created_at: datetime | None = None,
+    updated_at: datetime | None = None,
+) -> None:
+    """Insert or replace one item (its value from ``encode_item``), then its vectors and
+    terms, in the caller's transaction; the times default to the database clock."""
     params: dict[str, Any] = {
         **_key_params(where),
+        "created_at": created_at,
+        "updated_at": updated_at,
         "value": value,
+        "texts": encode_json("item texts", dict(indexing.texts) if indexing is not None else {}),
         "length": sum(indexing.terms.values()) if indexing is not None else 0,
     }
     row = connection.execute(
         text(
-            "INSERT INTO store_items (user_id, namespace, key, id, namespace_seq, value, "
-            "keyword_length) SELECT :user_id, CAST(:namespace AS text[]), :key, s.id, "
+            "INSERT INTO store_items (user_id, namespace, key, id, namespace_seq, value, texts, "
+            "keyword_length, created_at, updated_at) "
+            "SELECT :user_id, CAST(:namespace AS text[]), :key, s.id, "
             "coalesce((SELECT namespace_seq FROM store_items WHERE user_id = :user_id "
             "AND namespace = CAST(:namespace AS text[]) LIMIT 1), s.id), "
-            "CAST(:value AS json), :length FROM (SELECT nextval('store_items_id_seq') AS id) AS s "
+            "CAST(:value AS json), CAST(:texts AS json), :length, "
+            "coalesce(:created_at, now()), coalesce(:updated_at, now()) "
+            "FROM (SELECT nextval('store_items_id_seq') AS id) AS s "
             "ON CONFLICT (user_id, namespace, key) DO UPDATE SET value = excluded.value, "
-            "keyword_length = excluded.keyword_length, updated_at = now() "
+            "texts = excluded.texts, keyword_length = excluded.keyword_length, "
+            "updated_at = coalesce(:updated_at, now()) "
             "RETURNING id, (xmax <> 0) AS updated"
         ),
         params,

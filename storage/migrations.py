@@ -381,6 +381,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             # deletes them and the table can be distributed by user. ``json``, not ``jsonb``:
             # a value keeps its NULs (``storage.inputs``). ``namespace_seq`` and ``id`` (one
             # sequence) order items as their namespaces, then the items, were first written.
+            # ``texts`` are the indexed texts by path: an export re-embeds from them.
             """
             CREATE TABLE store_items (
                 user_id text NOT NULL,
@@ -389,6 +390,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 id bigint NOT NULL,
                 namespace_seq bigint NOT NULL,
                 value json NOT NULL,
+                texts json NOT NULL DEFAULT '{}'::json,
                 keyword_length integer NOT NULL DEFAULT 0,
                 created_at timestamptz NOT NULL DEFAULT now(),
                 updated_at timestamptz NOT NULL DEFAULT now(),

@@ -175,7 +175,9 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     )
     app.end_session(user_id=user_id, session_id="s")
     app.pin(user_id=user_id, text="SSN 078-05-1120.")
-    app.items.write([ItemWrite(user_id, ("memories",), "ssn", {"ssn": "078-05-1120"}, {"$": "SSN"})])
+    app.items.write(
+        [ItemWrite(user_id, ("memories",), "ssn", {"ssn": "078-05-1120"}, {"$": "SSN"})]
+    )
     before = rows_of(database, user_id)
     assert before["cards"] >= 2 and before["archive_marks"] == 1 and before["card_terms"] > 0
     assert before["store_items"] == before["store_vectors"] == before["store_terms"] == 1
