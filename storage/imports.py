@@ -20,7 +20,7 @@ from storage.card_rows import unit_vector, vector_literal
 from storage.engine import Database
 from storage.errors import ImportConflictError, InvalidInputError
 from storage.inputs import check_id, check_text
-from storage.items import ItemIndexing, ItemKey, encode_item, put_item
+from storage.items import ItemIndexing, ItemKey, encode_item, lock_namespaces, put_item
 from storage.message_appends import insert_messages, message_row
 from storage.records import NewMessage, SummaryKind
 
@@ -161,6 +161,7 @@ def store_user(
             counts.summaries += imported.summary is not None
         card_ids, merged = _store_cards(connection, user_id, cards, message_ids, counts)
         _link_cards(connection, user_id, cards, card_ids, merged)
+        lock_namespaces(connection, [ItemKey(user_id, i.namespace, i.key) for i in items])
         for item in items:
             where = ItemKey(user_id, item.namespace, item.key)
             put_item(

@@ -19,19 +19,21 @@ from typing import Any
 from sqlalchemy import Connection, Row, text
 
 from storage.card_rows import unit_vector, vector_literal
+from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
+from storage.item_search import ItemQueries
 
 __all__ = [
     "MAX_ITEM_PATH_BYTES",
     "ItemIndexing",
     "ItemKey",
     "ItemStore",
-    "ItemTerms",
     "StoredItem",
     "check_item_path",
     "encode_item",
+    "lock_namespaces",
     "put_item",
 ]
 
@@ -91,13 +93,6 @@ class ItemIndexing:
     terms: Mapping[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class ItemTerms:
-    """The keyword matches of a set of items: each matched term's frequency in each item."""
-
-    frequencies: dict[int, dict[str, int]]
-
-
 def check_item_path(namespace: Sequence[str], key: str) -> None:
     """Raise unless the namespace and key can be stored.
 
@@ -120,8 +115,11 @@ def check_item_path(namespace: Sequence[str], key: str) -> None:
         )
 
 
-class ItemStore:
-    """Every user's items; reads name a user, or ``None`` for a prefix that spans users."""
+class ItemStore(ItemQueries):
+    """Every user's items; reads name a user, or ``None`` for a prefix that spans users.
+
+    Its searching half (the vector and keyword rankings of chosen items) is ``ItemQueries``.
+    """
 
     def __init__(self, database: Database) -> None:
         """Use ``database`` (migrated: the tables come from migration 17)."""
@@ -165,17 +163,18 @@ class ItemStore:
         if user_id is not None:
             owner = "user_id = :user_id AND "
             params["user_id"] = user_id
-        # The namespace's place is the earliest of its items' (they share it, but two writers
-        # may have started one namespace at once).
+        # A namespace's items share its ``namespace_seq`` (``put_item`` takes it under a lock
+        # on the namespace), and no other namespace has it.
         sql = (
             f"SELECT {_COLUMNS} FROM store_items WHERE {owner}"
             "namespace[1:CAST(:depth AS integer)] = CAST(:prefix AS text[]) "
-            "ORDER BY min(namespace_seq) OVER (PARTITION BY user_id, namespace), "
-            "namespace, id LIMIT :limit OFFSET :offset"
+            "ORDER BY namespace_seq, id LIMIT :limit OFFSET :offset"
         )
-        with self._database.reading() as connection:
-            rows = connection.execute(text(sql), params).all()
-        return [_item_of(row) for row in rows]
+        # On the driver's own connection: SQLAlchemy's result machinery took most of the time
+        # of a scan of thousands of items (``storage.driver``).
+        with driver_autocommit(self._database) as connection:
+            rows = connection.execute(driver_sql(self._database, sql), params).fetchall()
+        return [_item_of_tuple(row) for row in rows]
 
     def namespaces(
         self, prefix: Sequence[str] = (), *, user_id: str | None
@@ -217,6 +216,7 @@ class ItemStore:
             check_item_path(where.namespace, where.key)
         with self._database.transaction() as session:
             connection = session.connection()
+            lock_namespaces(connection, [where for where, _, _ in encoded])
             for where in deletes:
                 connection.execute(
                     text(
@@ -227,52 +227,6 @@ class ItemStore:
                 )
             for where, document, indexing in encoded:
                 put_item(connection, where, document, indexing)
-
-    def vector_ranking(
-        self, items: Sequence[StoredItem], query: Sequence[float]
-    ) -> list[tuple[int, float]]:
-        """The given items that have vectors, by their best vector's cosine similarity to
-        ``query``, best first (ties by id): ``(item id, similarity)``."""
-        if not items:
-            return []
-        params = {
-            "users": [item.user_id for item in items],
-            "ids": [item.id for item in items],
-            "query": vector_literal(unit_vector(query)),
-        }
-        # Inner products of unit vectors (a text with no words may embed as zeros: 0, not NaN).
-        sql = (
-            "SELECT v.item_id, max(-(v.embedding <#> CAST(:query AS vector))) AS score "
-            "FROM unnest(CAST(:users AS text[]), CAST(:ids AS bigint[])) AS c(user_id, id) "
-            "JOIN store_vectors AS v ON v.user_id = c.user_id AND v.item_id = c.id "
-            "GROUP BY v.item_id ORDER BY score DESC, v.item_id"
-        )
-        with self._database.reading() as connection:
-            rows = connection.execute(text(sql), params).all()
-        return [(int(row.item_id), float(row.score)) for row in rows]
-
-    def term_matches(self, items: Sequence[StoredItem], terms: Sequence[str]) -> ItemTerms:
-        """Each of the given items' frequencies of the wanted keyword terms (for BM25)."""
-        wanted = sorted(set(terms))
-        indexed = [item for item in items if item.keyword_length > 0]
-        if not wanted or not indexed:
-            return ItemTerms({})
-        params = {
-            "users": [item.user_id for item in indexed],
-            "ids": [item.id for item in indexed],
-            "terms": wanted,
-        }
-        sql = (
-            "SELECT t.item_id, t.term, t.frequency "
-            "FROM unnest(CAST(:users AS text[]), CAST(:ids AS bigint[])) AS c(user_id, id) "
-            "JOIN store_terms AS t ON t.user_id = c.user_id AND t.item_id = c.id "
-            "WHERE t.term = ANY(CAST(:terms AS text[]))"
-        )
-        frequencies: dict[int, dict[str, int]] = {}
-        with self._database.reading() as connection:
-            for row in connection.execute(text(sql), params):
-                frequencies.setdefault(int(row.item_id), {})[row.term] = int(row.frequency)
-        return ItemTerms(frequencies)
 
     def count(self, user_id: str) -> int:
         """How many items the user has."""
@@ -300,6 +254,20 @@ def encode_item(where: ItemKey, value: object) -> str:
     return encode_json("item value", dict(value))
 
 
+def lock_namespaces(connection: Connection, places: Sequence[ItemKey]) -> None:
+    """Hold the namespaces of ``places`` for this transaction, before any ``put_item`` in it.
+
+    Two writers starting one namespace at once would each give it a new place in the order;
+    the second waits here for the first to commit, then finds the place. Taken in one sorted
+    order, so two writers never wait for each other in a cycle.
+    """
+    keys = sorted({"\x1f".join((where.user_id, *where.namespace)) for where in places})
+    for key in keys:
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 17))"), {"key": key}
+        )
+
+
 def put_item(
     connection: Connection,
     where: ItemKey,
@@ -310,7 +278,8 @@ def put_item(
     updated_at: datetime | None = None,
 ) -> None:
     """Insert or replace one item (its value from ``encode_item``), then its vectors and
-    terms, in the caller's transaction; the times default to the database clock."""
+    terms, in the caller's transaction (which holds its namespace: ``lock_namespaces``); the
+    times default to the database clock."""
     params: dict[str, Any] = {
         **_key_params(where),
         "created_at": created_at,
@@ -372,6 +341,21 @@ def put_item(
 
 def _key_params(where: ItemKey) -> dict[str, Any]:
     return {"user_id": where.user_id, "namespace": list(where.namespace), "key": where.key}
+
+
+def _item_of_tuple(row: tuple[Any, ...]) -> StoredItem:
+    """A row of ``_COLUMNS`` from the driver's connection."""
+    user_id, namespace, key, item_id, value, created_at, updated_at, keyword_length = row
+    return StoredItem(
+        user_id=user_id,
+        namespace=tuple(namespace),
+        key=key,
+        id=int(item_id),
+        value=json.loads(value) if isinstance(value, str) else value,
+        created_at=created_at,
+        updated_at=updated_at,
+        keyword_length=int(keyword_length),
+    )
 
 
 def _item_of(row: Row[Any]) -> StoredItem:

@@ -399,6 +399,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             )
             """,
             "CREATE SEQUENCE store_items_id_seq",
+            # A page of a search without a query, in the store's order, from the index.
+            "CREATE INDEX ix_store_items_user_order ON store_items (user_id, namespace_seq, id)",
             # One vector per indexed text of an item (a field, or each element of a list).
             f"""
             CREATE TABLE store_vectors (
