@@ -204,7 +204,9 @@ class ItemStore(ItemQueries):
 
         A put of a stored key replaces its value, vectors and terms and keeps its id and
         creation time; a put without indexing leaves it unindexed. Deleting a key nobody
-        stored is no error.
+        stored is no error. A namespace keeps its place in the order through the batch, even
+        when the batch deletes its last item before putting another (as ``InMemoryStore``
+        does: its namespaces are emptied and filled within one batch).
 
         Raises:
             InvalidInputError: A namespace or key is unusable, a value is not a JSON object
@@ -216,7 +218,11 @@ class ItemStore(ItemQueries):
             check_item_path(where.namespace, where.key)
         with self._database.transaction() as session:
             connection = session.connection()
-            lock_namespaces(connection, [where for where, _, _ in encoded])
+            lock_namespaces(connection, [*(where for where, _, _ in encoded), *deletes])
+            places = {
+                namespace: _place(connection, *namespace)
+                for namespace in {(where.user_id, where.namespace) for where, _, _ in encoded}
+            }
             for where in deletes:
                 connection.execute(
                     text(
@@ -226,7 +232,8 @@ class ItemStore(ItemQueries):
                     _key_params(where),
                 )
             for where, document, indexing in encoded:
-                put_item(connection, where, document, indexing)
+                place = places.get((where.user_id, where.namespace))
+                put_item(connection, where, document, indexing, place=place)
 
     def count(self, user_id: str) -> int:
         """How many items the user has."""
@@ -276,14 +283,17 @@ def put_item(
     *,
     created_at: datetime | None = None,
     updated_at: datetime | None = None,
+    place: int | None = None,
 ) -> None:
     """Insert or replace one item (its value from ``encode_item``), then its vectors and
     terms, in the caller's transaction (which holds its namespace: ``lock_namespaces``); the
-    times default to the database clock."""
+    times default to the database clock. ``place`` is the namespace's place in the order
+    (its ``namespace_seq``), when the caller read it; else the place it has now, or a new one."""
     params: dict[str, Any] = {
         **_key_params(where),
         "created_at": created_at,
         "updated_at": updated_at,
+        "place": place,
         "value": value,
         "texts": encode_json("item texts", dict(indexing.texts) if indexing is not None else {}),
         "length": sum(indexing.terms.values()) if indexing is not None else 0,
@@ -293,8 +303,9 @@ def put_item(
             "INSERT INTO store_items (user_id, namespace, key, id, namespace_seq, value, texts, "
             "keyword_length, created_at, updated_at) "
             "SELECT :user_id, CAST(:namespace AS text[]), :key, s.id, "
-            "coalesce((SELECT namespace_seq FROM store_items WHERE user_id = :user_id "
-            "AND namespace = CAST(:namespace AS text[]) LIMIT 1), s.id), "
+            "coalesce(CAST(:place AS bigint), (SELECT namespace_seq FROM store_items "
+            "WHERE user_id = :user_id AND namespace = CAST(:namespace AS text[]) LIMIT 1), "
+            "s.id), "
             "CAST(:value AS json), CAST(:texts AS json), :length, "
             "coalesce(:created_at, now()), coalesce(:updated_at, now()) "
             "FROM (SELECT nextval('store_items_id_seq') AS id) AS s "
@@ -337,6 +348,18 @@ def put_item(
                 for term, frequency in indexing.terms.items()
             ],
         )
+
+
+def _place(connection: Connection, user_id: str, namespace: tuple[str, ...]) -> int | None:
+    """The namespace's place in the order, if it holds an item."""
+    found = connection.execute(
+        text(
+            "SELECT namespace_seq FROM store_items WHERE user_id = :user_id "
+            "AND namespace = CAST(:namespace AS text[]) LIMIT 1"
+        ),
+        {"user_id": user_id, "namespace": list(namespace)},
+    ).scalar_one_or_none()
+    return int(found) if found is not None else None
 
 
 def _key_params(where: ItemKey) -> dict[str, Any]:

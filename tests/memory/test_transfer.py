@@ -145,7 +145,7 @@ def test_imported_cards_carry_the_ids_of_the_imported_messages(
 ) -> None:
     fill(memory, database, user_id)
     lines = list(memory.export_user(user_id=user_id))
-    other = f"{user_id}-copy"
+    other = "🦜" * 200 + user_id  # 241 characters of up to 4 bytes: an id near the limit
 
     memory.import_user(lines, user_id=other)
 

@@ -256,3 +256,19 @@ def test_the_forget_command_removes_the_store_items(
     assert done.returncode == 0, done.stderr
     assert "1 store item" in done.stdout
     assert stored_rows(database, user_id) == dict.fromkeys(stored_rows(database, user_id), 0)
+
+
+def test_a_namespace_emptied_and_filled_in_one_batch_keeps_its_place(
+    store: StratamemStore, user_id: str
+) -> None:
+    """As in ``InMemoryStore``, whose namespaces outlive a batch that empties them."""
+    first, second = ("memories", user_id, "first"), ("memories", user_id, "second")
+    store.put(first, "old", {"v": 1})
+    store.put(second, "k", {"v": 2})
+
+    store.batch([PutOp(first, "new", {"v": 3}), PutOp(first, "old", None)])
+
+    assert [(hit.namespace, hit.key) for hit in store.search(("memories", user_id))] == [
+        (first, "new"),
+        (second, "k"),
+    ]
