@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from memory import ConfigurationError, Memory, Settings
 from memory.integrations.langgraph import StratamemStore
-from retrieval import MINILM_NAME, HashingEmbedder
+from retrieval import MINILM_NAME, HashingEmbedder, SentenceTransformerEmbedder
 from storage import Database, InvalidInputError
 
 
@@ -272,3 +272,21 @@ def test_a_namespace_emptied_and_filled_in_one_batch_keeps_its_place(
         (first, "new"),
         (second, "k"),
     ]
+
+
+def test_a_query_finds_a_memory_by_meaning_with_minilm(database: Database, user_id: str) -> None:
+    """With the real embedder: no word of the query is in the memory it finds."""
+    memory = Memory(
+        database, Settings(summary={"mode": "inline"}), embedder=SentenceTransformerEmbedder()
+    )
+    store = StratamemStore(memory, user_id=user_id, index={"fields": ["text"]})
+    for key, said in {
+        "diet": "The user is vegetarian and never eats meat.",
+        "commute": "The user rides a bicycle to the office.",
+        "music": "The user plays jazz piano on weekends.",
+    }.items():
+        store.put(("memories",), key, {"text": said})
+
+    hits = store.search(("memories",), query="Which dishes should I avoid cooking for them?")
+
+    assert hits[0].key == "diet"
