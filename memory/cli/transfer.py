@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,9 +51,14 @@ def register_import(subcommands: Subcommands) -> None:
 def _run_export(args: argparse.Namespace, out: Console) -> int:
     # Reading needs no embedder: opened without long-term memory, no model is loaded.
     with Memory.open(cards={"enabled": False}) as mem, _output(args.output) as sink:
-        for line in mem.export_user(user_id=args.user):
-            sink.write(line)
-            sink.write("\n")
+        try:
+            for line in mem.export_user(user_id=args.user):
+                sink.write(line)
+                sink.write("\n")
+            sink.flush()
+        except BrokenPipeError:
+            # The reader stopped (``| head``): nothing more to say, and no traceback at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 
@@ -71,7 +77,6 @@ def _run_import(args: argparse.Namespace, out: Console) -> int:
 def _output(path: Path | None) -> Iterator[TextIO]:
     if path is None:
         yield sys.stdout
-        sys.stdout.flush()
         return
     try:
         with path.open("w", encoding="utf-8", newline="\n") as file:

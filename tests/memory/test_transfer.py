@@ -346,3 +346,29 @@ def test_the_commands_export_and_import(own: Database, user_id: str, tmp_path: P
     assert refused.stderr.startswith("stratamem: error: line 3: ")
     twice = cli(own.url, "import", str(file))
     assert twice.returncode == 1 and "already has data" in twice.stderr
+
+
+def test_an_export_read_in_part_ends_quietly(own: Database, user_id: str) -> None:
+    memory = Memory(own, Settings(summary={"mode": "background"}), embedder=HashingEmbedder())
+    batch = [{"role": "user", "content": f"message {n} " + "x" * 200} for n in range(2_000)]
+    memory.record(user_id=user_id, session_id="s", messages=batch)
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("STRATAMEM_", "OPENAI_"))
+    }
+    environment["STRATAMEM_DATABASE_URL"] = own.url
+
+    done = subprocess.run(
+        f"{sys.executable} -m memory.cli export --user {user_id} | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+
+    assert json.loads(done.stdout)["record"] == "header"
+    assert done.stderr == ""
