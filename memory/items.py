@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrieval.items import ItemIndex, RankedItem
-from storage.items import ItemIndexing, ItemKey, StoredItem
+from retrieval.items import ItemIndex, Ranked, RankedItem
+from storage.items import ItemIndexing, ItemKey, ItemRef, StoredItem
 
-__all__ = ["ItemWrite", "Items", "RankedItem", "StoredItem"]
+__all__ = ["ItemRef", "ItemWrite", "Items", "RankedItem", "StoredItem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +99,19 @@ class Items:
         written), of one user or (``None``) of every user."""
         return self._store.scan(prefix, user_id=user_id, limit=limit, offset=offset)
 
-    def rank(self, items: Sequence[StoredItem], query: str) -> list[RankedItem]:
-        """Every given item, best match for ``query`` first (hybrid: vectors and keywords);
-        items with no indexed text last, with no score."""
+    def rank(self, items: Sequence[Ranked], query: str) -> list[RankedItem[Ranked]]:
+        """Every given item (stored, or a reference from ``scan_refs``), best match for
+        ``query`` first (hybrid: vectors and keywords); items with no indexed text last, with
+        no score."""
         return self._index.rank(items, query)
+
+    def scan_refs(self, prefix: Sequence[str], *, user_id: str | None) -> list[ItemRef]:
+        """``scan`` without the values: what ``rank`` needs of every item under a prefix."""
+        return self._store.scan_refs(prefix, user_id=user_id)
+
+    def get_many(self, refs: Sequence[ItemRef]) -> list[StoredItem]:
+        """The referenced items with their values, in order (one deleted since is left out)."""
+        return self._store.get_many(refs)
 
     def namespaces(
         self, prefix: Sequence[str] = (), *, user_id: str | None

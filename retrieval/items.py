@@ -9,23 +9,28 @@ items searched (the namespace prefix and filter chose them), not of a user's who
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from retrieval.embedder import Embedder
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
 from retrieval.search import KEYWORD_WEIGHT
 from storage.cards import BM25_B, BM25_K1
-from storage.items import ItemIndexing, ItemStore, StoredItem
+from storage.item_search import RankableItem
+from storage.items import ItemIndexing, ItemStore
 
 __all__ = ["ItemIndex", "RankedItem"]
 
 
-@dataclass(frozen=True, slots=True)
-class RankedItem:
-    """An item with its fused score (1: first in both rankings), or ``None`` when it has no
-    indexed text (ranked after every scored item)."""
+Ranked = TypeVar("Ranked", bound=RankableItem)
 
-    item: StoredItem
+
+@dataclass(frozen=True, slots=True)
+class RankedItem(Generic[Ranked]):
+    """An item (a stored item, or its reference) with its fused score (1: first in both
+    rankings), or ``None`` when it has no indexed text (ranked after every scored item)."""
+
+    item: Ranked
     score: float | None
 
 
@@ -79,9 +84,9 @@ class ItemIndex:
             )
         return indexings
 
-    def rank(self, items: Sequence[StoredItem], query: str) -> list[RankedItem]:
+    def rank(self, items: Sequence[Ranked], query: str) -> list[RankedItem[Ranked]]:
         """Every given item, best match for ``query`` first, unindexed items last (in the
-        order given)."""
+        order given). Items are what a scan returns, values or references alike."""
         if not items:
             return []
         [vector] = self._embedder.embed([query])
@@ -100,7 +105,7 @@ class ItemIndex:
         ranked += [RankedItem(item, None) for item in items if item.id not in scored]
         return ranked
 
-    def _bm25(self, items: Sequence[StoredItem], terms: Sequence[str]) -> list[tuple[int, float]]:
+    def _bm25(self, items: Sequence[RankableItem], terms: Sequence[str]) -> list[tuple[int, float]]:
         """The items matching any of ``terms``, by Okapi BM25 over the given items."""
         indexed = [item for item in items if item.keyword_length > 0]
         matches = self._store.term_matches(indexed, terms).frequencies

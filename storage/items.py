@@ -10,25 +10,33 @@ deleted starts again at the end), then as the items were first written (an updat
 item's place). That is the order of LangGraph's ``InMemoryStore``, so the two agree page by page.
 """
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, text
+from sqlalchemy import Connection, text
 
 from storage.card_rows import unit_vector, vector_literal
 from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
+from storage.item_records import (
+    ITEM_COLUMNS,
+    ItemIndexing,
+    ItemKey,
+    ItemRef,
+    StoredItem,
+    item_of,
+    item_of_tuple,
+)
 from storage.item_search import ItemQueries
 
 __all__ = [
     "MAX_ITEM_PATH_BYTES",
     "ItemIndexing",
     "ItemKey",
+    "ItemRef",
     "ItemStore",
     "StoredItem",
     "check_item_path",
@@ -40,57 +48,6 @@ __all__ = [
 #: The most UTF-8 bytes a namespace's labels and the key may take together: they are keys of a
 #: b-tree index (entries up to about 2,700 bytes) beside a user id of up to 1,024 bytes.
 MAX_ITEM_PATH_BYTES = 1_536
-
-_COLUMNS = "user_id, namespace, key, id, value, created_at, updated_at, keyword_length"
-
-
-@dataclass(frozen=True, slots=True)
-class ItemKey:
-    """Where an item lives: its owner, namespace and key."""
-
-    user_id: str
-    namespace: tuple[str, ...]
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class StoredItem:
-    """An item as stored.
-
-    Attributes:
-        user_id: The owner.
-        namespace: The item's namespace, whole (the label naming the user included).
-        key: The key, unique in the namespace.
-        id: The item's id, kept across updates (a deleted and written again item gets a new one).
-        value: The JSON object.
-        created_at: When it was first written.
-        updated_at: When it was last written.
-        keyword_length: How many keyword terms its indexed texts have (0: not indexed).
-    """
-
-    user_id: str
-    namespace: tuple[str, ...]
-    key: str
-    id: int
-    value: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    keyword_length: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ItemIndexing:
-    """What an item is found by: its indexed texts, one unit vector each, and their terms.
-
-    Attributes:
-        texts: Each indexed text by its path in the value (``text``, ``tags.0``).
-        vectors: Each indexed text's vector, by path.
-        terms: Each keyword term of the indexed texts with how often it occurs.
-    """
-
-    texts: Mapping[str, str] = field(default_factory=dict)
-    vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    terms: Mapping[str, int] = field(default_factory=dict)
 
 
 def check_item_path(namespace: Sequence[str], key: str) -> None:
@@ -130,12 +87,12 @@ class ItemStore(ItemQueries):
         with self._database.reading() as connection:
             row = connection.execute(
                 text(
-                    f"SELECT {_COLUMNS} FROM store_items WHERE user_id = :user_id "
+                    f"SELECT {ITEM_COLUMNS} FROM store_items WHERE user_id = :user_id "
                     "AND namespace = CAST(:namespace AS text[]) AND key = :key"
                 ),
                 _key_params(where),
             ).first()
-        return _item_of(row) if row is not None else None
+        return item_of(row) if row is not None else None
 
     def scan(
         self,
@@ -166,7 +123,7 @@ class ItemStore(ItemQueries):
         # A namespace's items share its ``namespace_seq`` (``put_item`` takes it under a lock
         # on the namespace), and no other namespace has it.
         sql = (
-            f"SELECT {_COLUMNS} FROM store_items WHERE {owner}"
+            f"SELECT {ITEM_COLUMNS} FROM store_items WHERE {owner}"
             "namespace[1:CAST(:depth AS integer)] = CAST(:prefix AS text[]) "
             "ORDER BY namespace_seq, id LIMIT :limit OFFSET :offset"
         )
@@ -174,7 +131,38 @@ class ItemStore(ItemQueries):
         # of a scan of thousands of items (``storage.driver``).
         with driver_autocommit(self._database) as connection:
             rows = connection.execute(driver_sql(self._database, sql), params).fetchall()
-        return [_item_of_tuple(row) for row in rows]
+        return [item_of_tuple(row) for row in rows]
+
+    def scan_refs(self, prefix: Sequence[str], *, user_id: str | None) -> list[ItemRef]:
+        """``scan``'s items without their values (a query ranks them all, then reads only
+        the page's values: ``get_many``)."""
+        params: dict[str, Any] = {"prefix": list(prefix), "depth": len(prefix)}
+        owner = ""
+        if user_id is not None:
+            owner = "user_id = :user_id AND "
+            params["user_id"] = user_id
+        sql = (
+            f"SELECT user_id, id, keyword_length FROM store_items WHERE {owner}"
+            "namespace[1:CAST(:depth AS integer)] = CAST(:prefix AS text[]) "
+            "ORDER BY namespace_seq, id"
+        )
+        with driver_autocommit(self._database) as connection:
+            rows = connection.execute(driver_sql(self._database, sql), params).fetchall()
+        return [ItemRef(user_id, int(item_id), int(length)) for user_id, item_id, length in rows]
+
+    def get_many(self, refs: Sequence[ItemRef]) -> list[StoredItem]:
+        """The referenced items, in the order given (one deleted meanwhile is left out)."""
+        if not refs:
+            return []
+        sql = (
+            f"SELECT {ITEM_COLUMNS} FROM unnest(CAST(:users AS text[]), CAST(:ids AS bigint[])) "
+            "AS c(owner, wanted) JOIN store_items ON user_id = c.owner AND id = c.wanted"
+        )
+        params = {"users": [ref.user_id for ref in refs], "ids": [ref.id for ref in refs]}
+        with driver_autocommit(self._database) as connection:
+            rows = connection.execute(driver_sql(self._database, sql), params).fetchall()
+        found = {item.id: item for item in map(item_of_tuple, rows)}
+        return [found[ref.id] for ref in refs if ref.id in found]
 
     def namespaces(
         self, prefix: Sequence[str] = (), *, user_id: str | None
@@ -364,35 +352,3 @@ def _place(connection: Connection, user_id: str, namespace: tuple[str, ...]) -> 
 
 def _key_params(where: ItemKey) -> dict[str, Any]:
     return {"user_id": where.user_id, "namespace": list(where.namespace), "key": where.key}
-
-
-def _item_of_tuple(row: tuple[Any, ...]) -> StoredItem:
-    """A row of ``_COLUMNS`` from the driver's connection."""
-    user_id, namespace, key, item_id, value, created_at, updated_at, keyword_length = row
-    return StoredItem(
-        user_id=user_id,
-        namespace=tuple(namespace),
-        key=key,
-        id=int(item_id),
-        value=json.loads(value) if isinstance(value, str) else value,
-        created_at=created_at,
-        updated_at=updated_at,
-        keyword_length=int(keyword_length),
-    )
-
-
-def _item_of(row: Row[Any]) -> StoredItem:
-    value = row.value
-    # psycopg decodes ``json`` itself; a value read as text (another driver) is decoded here.
-    if isinstance(value, str):
-        value = json.loads(value)
-    return StoredItem(
-        user_id=row.user_id,
-        namespace=tuple(row.namespace),
-        key=row.key,
-        id=int(row.id),
-        value=value,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        keyword_length=int(row.keyword_length),
-    )

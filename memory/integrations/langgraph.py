@@ -156,6 +156,12 @@ class StratamemStore(BaseStore):
         if not op.filter and not op.query and limit >= 0 and offset >= 0:
             page = self._items.scan(prefix, user_id=user_id, limit=limit, offset=offset)
             return [_search_item(item, None) for item in page]
+        if op.query and not op.filter:
+            # Every item is ranked, but only the page's values are read.
+            refs = self._items.rank(self._items.scan_refs(prefix, user_id=user_id), op.query)
+            scores = {entry.item.id: entry.score for entry in refs[offset : offset + limit]}
+            chosen = self._items.get_many([e.item for e in refs[offset : offset + limit]])
+            return [_search_item(item, scores[item.id]) for item in chosen]
         found = self._items.scan(prefix, user_id=user_id)
         if op.filter:
             wanted = op.filter
