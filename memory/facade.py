@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from types import TracebackType
@@ -24,6 +24,7 @@ from memory.errors import (
 from memory.folding import Folding
 from memory.idle import FinishedJobs, IdleSessions, IdleWork
 from memory.intake import batch_items, parse_input
+from memory.items import Items
 from memory.jobs import WorkerRun
 from memory.llm import ChatModel
 from memory.longterm import LongTermMemory
@@ -31,6 +32,7 @@ from memory.parts import build_parts
 from memory.preparing import Preparer
 from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
+from memory.transfer import Imported, export_lines, import_lines
 from memory.worker import CARDS, END_OF_SESSION, Worker
 from retrieval import CardQuery, Embedder, ScoredCard
 from storage import (
@@ -327,6 +329,55 @@ class Memory:
         else:
             longterm.archive_through(user_id, session_id, None)
 
+    @property
+    def items(self) -> Items:
+        """The items of framework stores (``memory.integrations.langgraph.StratamemStore``):
+        JSON objects under a namespace and a key, owned by a user, deleted by ``forget`` of
+        the user, found by the cards' embedder and keywords.
+
+        Raises:
+            ConfigurationError: long-term memory is disabled (its embedder indexes items).
+        """
+        items = self._parts.items
+        if items is None:
+            raise ConfigurationError("long-term memory is disabled (cards.enabled=False)")
+        return items
+
+    def export_user(self, *, user_id: str) -> Iterator[str]:
+        """Everything of the user as JSON Lines (``memory.transfer_format``), one line at a
+        time without its newline: sessions with their messages and summaries, cards with
+        their validity and sources, pins, store items. Read in one snapshot; no embedding
+        is written, and no embedder is needed.
+        """
+        return export_lines(self._database, user_id)
+
+    def import_user(
+        self, lines: Iterable[str], *, user_id: str | None = None, merge: bool = False
+    ) -> Imported:
+        """Store an export (``export_user``'s lines) into its user, or into ``user_id``.
+
+        The whole file is read first, then stored in one transaction: a malformed line, or
+        anything that cannot be stored, stores nothing. The user must have no data unless
+        ``merge`` (then only its sessions must be new to the user). Cards and items are
+        embedded again by this memory's embedder.
+
+        Raises:
+            ExportFormatError: a line is malformed (named by its number).
+            storage.ImportConflictError: the user has data (without ``merge``), or has one
+                of the imported sessions.
+            ConfigurationError: the export has cards or items and long-term memory is off.
+        """
+        items = self._parts.items
+        return import_lines(
+            lines,
+            database=self._database,
+            counter=self.counter,
+            embedder=self._parts.embedder,
+            index_items=items.index_texts if items is not None else None,
+            user_id=user_id,
+            merge=merge,
+        )
+
     def _longterm(self) -> LongTermMemory:
         longterm = self._parts.longterm
         if longterm is None:
@@ -511,4 +562,7 @@ class Forgotten(Erased):
         )
         described = [f"{number:,} {one if number == 1 else many}" for number, one, many in counts]
         described[2] += f" ({self.card_terms:,} keyword term{'' if self.card_terms == 1 else 's'})"
+        if self.store_items:  # only stores' users have any: the others' line stays as it was
+            plural = "" if self.store_items == 1 else "s"
+            described.append(f"{self.store_items:,} store item{plural}")
         return ", ".join(described)
