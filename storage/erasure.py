@@ -43,6 +43,7 @@ class Erased:
         card_terms: the cards' keyword terms.
         archive_marks: how far each session was archived as cards.
         sessions: the sessions themselves.
+        agent_item_pops: items an agent framework's session took back (``storage.agent_items``).
     """
 
     messages: int = 0
@@ -52,6 +53,7 @@ class Erased:
     card_terms: int = 0
     archive_marks: int = 0
     sessions: int = 0
+    agent_item_pops: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
@@ -65,6 +67,7 @@ _CONVERSATION = (
     ("jobs", "jobs"),
     ("archive_marks", "archive_marks"),
     ("summaries", "session_summaries"),
+    ("agent_item_pops", "agent_item_pops"),
     ("messages", "messages"),
     ("sessions", "sessions"),
 )

@@ -42,6 +42,7 @@ USER_TABLES = (
     "cards",
     "card_terms",
     "card_stats",
+    "agent_item_pops",
 )
 
 

@@ -1,0 +1,226 @@
+"""The OpenAI Agents SDK's ``Session`` on stratamem, and a model input built from its layers.
+
+``StratamemSession(session_id, memory=mem, user_id=...)`` is a ``Session`` (``get_items``,
+``add_items``, ``pop_item``, ``clear_session``) that answers as the SDK's ``SQLiteSession``
+does on the same calls. Its items (Responses-API items) are stored whole in a stratamem
+session of the same id, as messages that keep them in their metadata
+(``memory.integrations.responses_items``): a reasoning item stays with its message, a call with
+its results. Stratamem windows, summarises and remembers that conversation like any other, and
+``Memory.forget`` erases it.
+
+``session.call_model_input_filter`` (for ``RunConfig(call_model_input_filter=...)``) replaces
+the whole history the SDK would send with what ``Memory.prepare`` chose: the summary and the
+recalled memories (pins first) as system items, then the items of the window, within the hard
+cap. Use it with the same session the run stores into::
+
+    session = StratamemSession("chat-1", memory=mem, user_id="u1")
+    config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+    result = await Runner.run(agent, "Where is my order?", session=session, run_config=config)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+from agents.run_config import CallModelData, ModelInputData
+
+from memory.context.assembler import AssembledContext
+from memory.context.report import ContextReport
+from memory.errors import ConfigurationError, InvalidHistoryError
+from memory.facade import Memory
+from memory.integrations.responses_items import message_items, plan_messages
+from storage.agent_items import AgentItems
+from storage.errors import InvalidInputError
+from storage.inputs import check_id
+
+__all__ = ["StratamemSession"]
+
+#: How often a batch is planned again when the session's open calls changed under it.
+_RECORD_ATTEMPTS = 3
+
+
+class StratamemSession:
+    """A Agents SDK session stored in stratamem (see the module docstring).
+
+    Every method runs its database work on a worker thread (``asyncio.to_thread``), so the
+    event loop is never blocked; any number of tasks, threads and processes may use one
+    session at once. A batch of ``add_items`` is stored in one transaction, all or none, in one
+    place in the order (never interleaved with another batch); ``pop_item`` takes the newest
+    item under the session's lock, so two pops never return the same item.
+
+    Attributes:
+        session_id: the session's id (stratamem's session of the same name, for ``user_id``).
+        user_id: the user the session belongs to.
+        session_settings: the SDK's settings (``limit``: how many items ``get_items`` returns
+            by default).
+        last_report: the report of the last context ``call_model_input_filter`` assembled.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        memory: Memory,
+        user_id: str,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Bind the session to ``memory`` and a user.
+
+        Raises:
+            InvalidInputError: ``session_id`` or ``user_id`` is not a usable id.
+        """
+        self.session_id = check_id("session_id", session_id)
+        self.user_id = check_id("user_id", user_id)
+        self.session_settings = (
+            coerce_session_settings(dict(session_settings))
+            if isinstance(session_settings, Mapping)
+            else session_settings or SessionSettings()
+        )
+        self.last_report: ContextReport | None = None
+        self._memory = memory
+        self._items = AgentItems(memory.database)
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The session's items, oldest first: all, or the newest ``limit`` (the settings'
+        ``limit`` when none is given; 0 is none)."""
+        wanted = resolve_session_limit(limit, self.session_settings)
+        found = await asyncio.to_thread(self._items.items, self.user_id, self.session_id, wanted)
+        return list(found)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Store ``items`` after the session's others, in one transaction.
+
+        Raises:
+            InvalidInputError: an item is not a JSON object (a dict), or holds a value JSON has
+                no form for; nothing is stored.
+            storage.DatabaseUnavailableError: the database cannot be reached; nothing is stored.
+        """
+        batch = list(items)
+        for index, item in enumerate(batch):
+            if not isinstance(item, Mapping):
+                raise InvalidInputError(f"item {index} is not a dict but {type(item).__name__}")
+        if batch:
+            await asyncio.to_thread(self._record, batch)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take the newest item back and return it (``None`` when the session has none).
+
+        It leaves ``get_items`` and every later model input; what stratamem already made of
+        it (its message in the session's window, a summary, cards) stays until ``forget``.
+        """
+        popped = await asyncio.to_thread(self._items.pop, self.user_id, self.session_id)
+        return popped
+
+    async def clear_session(self) -> None:
+        """Erase the session: its items and everything stratamem made of them
+        (``Memory.forget`` of the session: messages, summary, jobs, its cards)."""
+        await asyncio.to_thread(
+            self._memory.forget, user_id=self.user_id, session_id=self.session_id
+        )
+
+    async def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """The model input from stratamem's layers, for ``RunConfig.call_model_input_filter``.
+
+        The SDK has stored the run's items in this session by the time it asks the model, so
+        the context is ``Memory.prepare`` of the session, with the agent's instructions as the
+        system prompt (counted in the budget, still sent as instructions): the summary and the
+        memories as system items, then the items of the messages the window kept (a tool
+        result the cap cut carries the cut output). ``last_report`` says what was dropped.
+
+        Raises:
+            ConfigurationError: the run does not store into this session (its newest input
+                item is not this session's newest item), or the session holds messages that
+                another writer stored in the middle of the window.
+            ContextOverflowError: the instructions and current turn do not fit the budget.
+        """
+        model_data = data.model_data
+        instructions = model_data.instructions
+        context = await asyncio.to_thread(
+            self._memory.prepare,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            input=None,
+            system=instructions,
+        )
+        built, newest = await asyncio.to_thread(
+            self._model_input, context, instructions is not None
+        )
+        if model_data.input and not _same_item(model_data.input[-1], newest):
+            raise ConfigurationError(
+                "call_model_input_filter builds the input of a run that stores into this "
+                f"session (Runner.run(..., session=...) with session {self.session_id!r}); "
+                "the run's newest input item is not the session's newest item"
+            )
+        self.last_report = context.report
+        return ModelInputData(input=built, instructions=instructions)
+
+    def _record(self, batch: Sequence[Mapping[str, Any]]) -> None:
+        """Store one batch as messages, planned against the session's open calls (planned
+        again when a batch of another task changed them in between)."""
+        for attempt in range(_RECORD_ATTEMPTS):
+            calls = self._memory.open_calls(user_id=self.user_id, session_id=self.session_id)
+            messages = plan_messages(batch, [call.call_id for call in calls])
+            try:
+                self._memory.record(
+                    user_id=self.user_id, session_id=self.session_id, messages=messages
+                )
+                return
+            except InvalidHistoryError:
+                if attempt == _RECORD_ATTEMPTS - 1:
+                    raise
+
+    def _model_input(
+        self, context: AssembledContext, has_system: bool
+    ) -> tuple[list[Any], Any | None]:
+        """The items of an assembled context (its summary and memories, then its window), and
+        the session's newest item as stored (``None`` when the window is empty)."""
+        messages = context.messages
+        window = [m for m in messages if m["role"] not in ("system", "developer")]
+        head = messages[: len(messages) - len(window)]
+        if window and any(m["role"] in ("system", "developer") for m in messages[len(head) :]):
+            raise ConfigurationError("the session holds system messages stored by another writer")
+        built: list[Any] = [
+            {"role": "system", "content": m["content"]} for m in head[1 if has_system else 0 :]
+        ]
+        newest = context.report.newest
+        if not window or newest is None:
+            return built, None
+        stored = self._items.messages(
+            self.user_id, self.session_id, newest.seq - len(window) + 1, newest.seq
+        )
+        if len(stored) != len(window) or stored[-1].id != newest.id or not _aligned(stored, window):
+            raise ConfigurationError(
+                f"session {self.session_id!r} holds messages the Agents SDK session did not "
+                "store, or changed while its context was assembled"
+            )
+        cut = {cut.index for cut in context.report.cut_tool_results}
+        for message, sent in zip(stored, window, strict=True):
+            built.extend(message_items(message, sent["content"] if message.seq in cut else None))
+        as_stored = message_items(stored[-1])
+        return built, as_stored[-1] if as_stored else None
+
+
+def _aligned(stored: Sequence[Any], window: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the stored messages are the window's, one for one (role and call ids)."""
+    return all(
+        message.payload.get("role") == sent.get("role")
+        and message.payload.get("tool_call_id") == sent.get("tool_call_id")
+        for message, sent in zip(stored, window, strict=True)
+    )
+
+
+def _same_item(given: Any, stored: Any) -> bool:
+    """Whether two items are one (ids aside: the SDK may leave reasoning ids out)."""
+    if not isinstance(given, Mapping) or not isinstance(stored, Mapping):
+        return False
+    return {k: v for k, v in given.items() if k != "id"} == {
+        k: v for k, v in stored.items() if k != "id"
+    }
