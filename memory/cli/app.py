@@ -16,6 +16,7 @@ from memory.cli.eval import register_eval
 from memory.cli.forget import register_forget
 from memory.cli.inspect import register_inspect
 from memory.cli.keys import register_keys
+from memory.cli.mcp import register_mcp
 from memory.cli.serve import register_serve
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         register_chat,
         register_serve,
         register_keys,
+        register_mcp,
     ):
         register(subcommands)
     return parser

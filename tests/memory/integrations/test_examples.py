@@ -49,3 +49,14 @@ def test_the_agents_sdk_example_stores_the_run_and_sends_the_pin(
     assert said[2] == "items: ['message', 'function_call', 'function_call_output', 'message']"
     roles = [message.payload["role"] for message in stored]
     assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_the_mcp_example_finds_what_it_remembered(database: Database, user_id: str) -> None:
+    with own_database(database, "mcp_example") as own:
+        said = run_example("mcp_memory.py", own.url, "--user", user_id).splitlines()
+        memory = Memory(own, Settings(cards={"embedder": "hashing"}))
+        left = memory.search(user_id=user_id, query="cat")
+
+    assert said[0] == "tools: remember, search, pin, unpin, list_pins, forget_memory"
+    assert said[2] == "found: The user's cat is called Miso."
+    assert left == []  # the example forgot it again
