@@ -44,6 +44,7 @@ class ItemMessage:
         holds_items: whether it was stored with items (``ITEMS_KEY`` in its metadata); a
             message stratamem stored itself (an "interrupted" tool result) holds none.
         items: ``(index, item)`` of each item not popped, in order.
+        metadata: its metadata as stored (an adapter's own keys beside ``ITEMS_KEY``).
     """
 
     seq: int
@@ -51,6 +52,7 @@ class ItemMessage:
     payload: dict[str, Any]
     holds_items: bool
     items: tuple[tuple[int, dict[str, Any]], ...]
+    metadata: dict[str, Any]
 
 
 class AgentItems:
@@ -188,6 +190,7 @@ def _item_message(
         payload=payload if isinstance(payload, dict) else {},
         holds_items=isinstance(listed, list),
         items=tuple((index, item) for index, item in enumerate(items) if index not in gone),
+        metadata=metadata if isinstance(metadata, dict) else {},
     )
 
 

@@ -37,6 +37,7 @@ from memory.context.report import ContextReport
 from memory.errors import ConfigurationError, InvalidHistoryError
 from memory.facade import Memory
 from memory.integrations.responses_items import message_items, plan_messages
+from memory.integrations.windows import context_window
 from storage.agent_items import AgentItems
 from storage.errors import InvalidInputError
 from storage.inputs import check_id
@@ -182,39 +183,19 @@ class StratamemSession:
     ) -> tuple[list[Any], Any | None]:
         """The items of an assembled context (its summary and memories, then its window), and
         the session's newest item as stored (``None`` when the window is empty)."""
-        messages = context.messages
-        window = [m for m in messages if m["role"] not in ("system", "developer")]
-        head = messages[: len(messages) - len(window)]
-        if window and any(m["role"] in ("system", "developer") for m in messages[len(head) :]):
-            raise ConfigurationError("the session holds system messages stored by another writer")
+        split = context_window(self._items, self.user_id, self.session_id, context)
         built: list[Any] = [
-            {"role": "system", "content": m["content"]} for m in head[1 if has_system else 0 :]
+            {"role": "system", "content": m["content"]}
+            for m in split.head[1 if has_system else 0 :]
         ]
-        newest = context.report.newest
-        if not window or newest is None:
-            return built, None
-        stored = self._items.messages(
-            self.user_id, self.session_id, newest.seq - len(window) + 1, newest.seq
-        )
-        if len(stored) != len(window) or stored[-1].id != newest.id or not _aligned(stored, window):
-            raise ConfigurationError(
-                f"session {self.session_id!r} holds messages the Agents SDK session did not "
-                "store, or changed while its context was assembled"
+        for message, sent in split.window:
+            built.extend(
+                message_items(message, sent["content"] if message.seq in split.cut else None)
             )
-        cut = {cut.index for cut in context.report.cut_tool_results}
-        for message, sent in zip(stored, window, strict=True):
-            built.extend(message_items(message, sent["content"] if message.seq in cut else None))
-        as_stored = message_items(stored[-1])
+        if not split.window:
+            return built, None
+        as_stored = message_items(split.window[-1][0])
         return built, as_stored[-1] if as_stored else None
-
-
-def _aligned(stored: Sequence[Any], window: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the stored messages are the window's, one for one (role and call ids)."""
-    return all(
-        message.payload.get("role") == sent.get("role")
-        and message.payload.get("tool_call_id") == sent.get("tool_call_id")
-        for message, sent in zip(stored, window, strict=True)
-    )
 
 
 def _same_item(given: Any, stored: Any) -> bool:

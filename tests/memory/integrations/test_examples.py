@@ -60,3 +60,14 @@ def test_the_mcp_example_finds_what_it_remembered(database: Database, user_id: s
     assert said[0] == "tools: remember, search, pin, unpin, list_pins, forget_memory"
     assert said[2] == "found: The user's cat is called Miso."
     assert left == []  # the example forgot it again
+
+
+def test_the_pydantic_ai_example_remembers_the_first_run(database: Database, user_id: str) -> None:
+    with own_database(database, "pydantic_ai_example") as own:
+        said = run_example("pydantic_ai_history.py", own.url, "--user", user_id).splitlines()
+
+    assert said[0] == 'first run: {"track":"order a: shipped yesterday"}'
+    assert said[1] == "second run was sent: 5 messages"  # the first run, then the new prompt
+    assert said[2].startswith("memories sent: ") and said[2] != "memories sent: 0 tokens"
+    roles = ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert said[3] == f"stored: {roles}"
