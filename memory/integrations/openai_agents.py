@@ -11,7 +11,8 @@ its results. Stratamem windows, summarises and remembers that conversation like 
 ``session.call_model_input_filter`` (for ``RunConfig(call_model_input_filter=...)``) replaces
 the whole history the SDK would send with what ``Memory.prepare`` chose: the summary and the
 recalled memories (pins first) as system items, then the items of the window, within the hard
-cap. Use it with the same session the run stores into::
+cap. Use it with the same session the run stores into (it stores what the run's input holds
+beyond the session's items itself, so a streamed run, whose input is stored later, works too)::
 
     session = StratamemSession("chat-1", memory=mem, user_id="u1")
     config = RunConfig(call_model_input_filter=session.call_model_input_filter)
@@ -21,6 +22,7 @@ cap. Use it with the same session the run stores into::
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,7 +36,7 @@ from agents.run_config import CallModelData, ModelInputData
 
 from memory.context.assembler import AssembledContext
 from memory.context.report import ContextReport
-from memory.errors import ConfigurationError, InvalidHistoryError
+from memory.errors import InvalidHistoryError
 from memory.facade import Memory
 from memory.integrations.responses_items import message_items, plan_messages
 from memory.integrations.windows import context_window
@@ -88,6 +90,8 @@ class StratamemSession:
         self.last_report: ContextReport | None = None
         self._memory = memory
         self._items = AgentItems(memory.database)
+        self._lock = threading.Lock()
+        self._stored_ahead: list[Any] = []
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first: all, or the newest ``limit`` (the settings'
@@ -108,6 +112,16 @@ class StratamemSession:
         for index, item in enumerate(batch):
             if not isinstance(item, Mapping):
                 raise InvalidInputError(f"item {index} is not a dict but {type(item).__name__}")
+        with self._lock:
+            # Items the model-input filter stored ahead of the SDK (a streamed run's input):
+            # the SDK's own add_items of them stores nothing.
+            ahead = self._stored_ahead
+            shared = min(len(ahead), len(batch))
+            if shared and batch[:shared] == ahead[:shared]:
+                batch = batch[shared:]
+                del ahead[:shared]
+            else:
+                ahead.clear()
         if batch:
             await asyncio.to_thread(self._record, batch)
 
@@ -130,20 +144,22 @@ class StratamemSession:
     async def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """The model input from stratamem's layers, for ``RunConfig.call_model_input_filter``.
 
-        The SDK has stored the run's items in this session by the time it asks the model, so
-        the context is ``Memory.prepare`` of the session, with the agent's instructions as the
-        system prompt (counted in the budget, still sent as instructions): the summary and the
-        memories as system items, then the items of the messages the window kept (a tool
-        result the cap cut carries the cut output). ``last_report`` says what was dropped.
+        First the items of the SDK's input that the session lacks are stored (a streamed run
+        stores its new input only after the first model call; the SDK's own ``add_items`` of
+        them later is then not stored twice). The context is ``Memory.prepare`` of the
+        session, with the agent's instructions as the system prompt (counted in the budget,
+        still sent as instructions): the summary and the memories as system items, then the
+        items of the messages the window kept (a tool result the cap cut carries the cut
+        output). ``last_report`` says what was dropped.
 
         Raises:
-            ConfigurationError: the run does not store into this session (its newest input
-                item is not this session's newest item), or the session holds messages that
-                another writer stored in the middle of the window.
+            ConfigurationError: the session holds messages that another writer stored in the
+                middle of the window.
             ContextOverflowError: the instructions and current turn do not fit the budget.
         """
         model_data = data.model_data
         instructions = model_data.instructions
+        await asyncio.to_thread(self._store_missing, list(model_data.input))
         context = await asyncio.to_thread(
             self._memory.prepare,
             user_id=self.user_id,
@@ -151,17 +167,24 @@ class StratamemSession:
             input=None,
             system=instructions,
         )
-        built, newest = await asyncio.to_thread(
-            self._model_input, context, instructions is not None
-        )
-        if model_data.input and not _same_item(model_data.input[-1], newest):
-            raise ConfigurationError(
-                "call_model_input_filter builds the input of a run that stores into this "
-                f"session (Runner.run(..., session=...) with session {self.session_id!r}); "
-                "the run's newest input item is not the session's newest item"
-            )
+        built = await asyncio.to_thread(self._model_input, context, instructions is not None)
         self.last_report = context.report
         return ModelInputData(input=built, instructions=instructions)
+
+    def _store_missing(self, given: list[Any]) -> None:
+        """Store the items at the end of ``given`` that the session does not hold yet (the
+        session's newest items are ``given``'s first ones, as the SDK reads its history)."""
+        stored = self._items.items(self.user_id, self.session_id, len(given))
+        held = next(
+            size
+            for size in range(min(len(given), len(stored)), -1, -1)
+            if given[:size] == stored[len(stored) - size :]
+        )
+        missing = given[held:]
+        if missing:
+            self._record(missing)
+            with self._lock:
+                self._stored_ahead.extend(missing)
 
     def _record(self, batch: Sequence[Mapping[str, Any]]) -> None:
         """Store one batch as messages, planned against the session's open calls (planned
@@ -178,30 +201,14 @@ class StratamemSession:
                 if attempt == _RECORD_ATTEMPTS - 1:
                     raise
 
-    def _model_input(
-        self, context: AssembledContext, has_system: bool
-    ) -> tuple[list[Any], Any | None]:
-        """The items of an assembled context (its summary and memories, then its window), and
-        the session's newest item as stored (``None`` when the window is empty)."""
+    def _model_input(self, context: AssembledContext, has_system: bool) -> list[Any]:
+        """The items of an assembled context: its summary and memories, then its window."""
         split = context_window(self._items, self.user_id, self.session_id, context)
         built: list[Any] = [
             {"role": "system", "content": m["content"]}
             for m in split.head[1 if has_system else 0 :]
         ]
         for message, sent in split.window:
-            built.extend(
-                message_items(message, sent["content"] if message.seq in split.cut else None)
-            )
-        if not split.window:
-            return built, None
-        as_stored = message_items(split.window[-1][0])
-        return built, as_stored[-1] if as_stored else None
-
-
-def _same_item(given: Any, stored: Any) -> bool:
-    """Whether two items are one (ids aside: the SDK may leave reasoning ids out)."""
-    if not isinstance(given, Mapping) or not isinstance(stored, Mapping):
-        return False
-    return {k: v for k, v in given.items() if k != "id"} == {
-        k: v for k, v in stored.items() if k != "id"
-    }
+            cut = sent["content"] if message.seq in split.cut else None
+            built.extend(message_items(message, cut))
+        return built

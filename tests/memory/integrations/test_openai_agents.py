@@ -12,7 +12,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
 
-from memory import ConfigurationError, Memory, Settings
+from memory import Memory, Settings
 from memory.integrations.openai_agents import StratamemSession
 from memory.integrations.responses_items import CLOSED
 from retrieval import MINILM_NAME, HashingEmbedder
@@ -181,13 +181,47 @@ def test_the_filter_sends_a_cut_tool_result_and_never_a_popped_item(
     assert stored[-2]["output"] == huge  # the session keeps the whole result
 
 
-def test_the_filter_refuses_a_run_that_does_not_store_into_its_session(
+def test_a_streamed_run_gets_the_same_input_as_a_plain_one(
+    memory: Memory, user_id: str, session_id: str
+) -> None:
+    plain = StratamemSession(session_id, memory=memory, user_id=user_id)
+    streamed = StratamemSession(f"{session_id}-streamed", memory=memory, user_id=user_id)
+    models = [scripted_turns(), scripted_turns()]
+    for session, model in zip((plain, streamed), models, strict=True):
+        agent = Agent(name="shop", instructions="Be brief.", model=model, tools=[track])
+        config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+        if session is plain:
+            asyncio.run(Runner.run(agent, "Where is order A7?", session=session, run_config=config))
+            continue
+
+        async def stream(agent: Agent[Any] = agent, config: RunConfig = config) -> None:
+            run = Runner.run_streamed(
+                agent, "Where is order A7?", session=streamed, run_config=config
+            )
+            async for _ in run.stream_events():
+                pass
+
+        asyncio.run(stream())
+
+    assert [call.input for call in models[0].calls] == [call.input for call in models[1].calls]
+    assert asyncio.run(plain.get_items()) == asyncio.run(streamed.get_items())
+
+
+def test_without_a_session_the_filter_stores_what_the_run_sends(
     memory: Memory, user_id: str, session_id: str
 ) -> None:
     session = StratamemSession(session_id, memory=memory, user_id=user_id)
     agent = Agent(name="shop", model=scripted_turns(), tools=[track])
-    with pytest.raises(ConfigurationError, match="stores into this session"):
-        run(agent, "hello", None, call_model_input_filter=session.call_model_input_filter)
+    config = RunConfig(call_model_input_filter=session.call_model_input_filter)
+
+    result = asyncio.run(Runner.run(agent, "Where is A7?", run_config=config))
+
+    assert result.final_output == "It shipped yesterday."
+    # What the model was sent is stored; the answer comes with the next run's input.
+    stored = asyncio.run(session.get_items())
+    assert [item.get("type", "message") for item in stored] == [
+        "message", "reasoning", "function_call", "function_call_output"
+    ]  # fmt: skip
 
 
 def test_a_batch_going_on_past_an_open_call_closes_it_for_the_model(
