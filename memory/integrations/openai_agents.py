@@ -51,7 +51,7 @@ _RECORD_ATTEMPTS = 3
 
 
 class StratamemSession:
-    """A Agents SDK session stored in stratamem (see the module docstring).
+    """An Agents SDK session stored in stratamem (see the module docstring).
 
     Every method runs its database work on a worker thread (``asyncio.to_thread``), so the
     event loop is never blocked; any number of tasks, threads and processes may use one
@@ -104,8 +104,9 @@ class StratamemSession:
         """Store ``items`` after the session's others, in one transaction.
 
         Raises:
-            InvalidInputError: an item is not a JSON object (a dict), or holds a value JSON has
-                no form for; nothing is stored.
+            InvalidInputError: an item is not a JSON object (a dict); nothing is stored.
+            InvalidHistoryError: an item holds a value JSON has no form for (NaN, a lone
+                surrogate); nothing is stored.
             storage.DatabaseUnavailableError: the database cannot be reached; nothing is stored.
         """
         batch = list(items)

@@ -155,13 +155,13 @@ def _plan(messages: list[dict[str, Any]], open_calls: dict[str, str]) -> list[di
             chats = [(made, parts)]
         else:
             chats = _request_messages(parts, still_open)
-            if any(chat["role"] == "user" for chat, _ in chats) and still_open:
-                # The conversation goes on past calls that got no result: closed for the model.
-                planned.extend(_closing(call_id, name) for call_id, name in still_open.items())
-                still_open = {}
         for chat, its_parts in chats:
             if chat["role"] == "tool":
                 still_open.pop(chat["tool_call_id"], None)
+            elif chat["role"] == "user" and still_open:
+                # The conversation goes on past calls that got no result: closed for the model.
+                planned.extend(_closing(call_id, name) for call_id, name in still_open.items())
+                still_open = {}
             chat["metadata"] = {_KEY: {"group": group, "envelope": envelope, "parts": its_parts}}
             planned.append(chat)
     return planned

@@ -163,3 +163,22 @@ def test_forget_removes_what_the_history_stored(
 
     assert gone.messages == 4
     assert memory.history(user_id=user_id, session_id=session_id) == []
+
+
+def test_a_request_going_on_past_a_call_without_return_closes_it_after_its_returns() -> None:
+    from memory.integrations.pydantic_ai import _plan
+
+    request = {
+        "kind": "request",
+        "parts": [
+            {"part_kind": "tool-return", "tool_name": "t", "content": "done", "tool_call_id": "c1"},
+            {"part_kind": "user-prompt", "content": "next question"},
+        ],
+    }
+
+    planned = _plan([request], {"c1": "t", "c2": "u"})
+
+    assert [(m["role"], m.get("tool_call_id")) for m in planned] == [
+        ("tool", "c1"), ("tool", "c2"), ("user", None)
+    ]  # fmt: skip
+    assert planned[1]["content"].startswith("interrupted: no result")
