@@ -16,7 +16,6 @@ from memory.cli.base import (
     Subcommands,
     log_warnings_to_stderr,
 )
-from memory.cli.serve import DEFAULT_PORT
 from memory.facade import Memory
 from memory.proxy.config import USER_HEADER
 from memory.proxy.keys import KeyRing
@@ -24,7 +23,10 @@ from memory.proxy.listener import open_listener
 from storage import DatabaseUnavailableError
 from storage.proxy_keys import ProxyKeyStore
 
-__all__ = ["register_mcp"]
+__all__ = ["DEFAULT_PORT", "register_mcp"]
+
+#: Where ``--http`` listens by default (on 127.0.0.1): beside the proxy's 8765.
+DEFAULT_PORT = 8766
 
 
 def register_mcp(subcommands: Subcommands) -> None:

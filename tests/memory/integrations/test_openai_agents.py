@@ -12,7 +12,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
 
-from memory import Memory, Settings
+from memory import ConfigurationError, Memory, Settings
 from memory.integrations.openai_agents import StratamemSession
 from memory.integrations.responses_items import CLOSED
 from retrieval import MINILM_NAME, HashingEmbedder
@@ -328,3 +328,25 @@ def test_concurrent_pops_never_return_one_item_twice(
     assert popped.count(None) == 2
     assert sorted(p["content"] for p in popped if p) == sorted(i["content"] for i in items)
     assert asyncio.run(session.get_items()) == []
+
+
+def test_a_window_holding_another_writers_system_message_is_refused_and_nothing_is_lost(
+    memory: Memory, user_id: str, session_id: str
+) -> None:
+    session = StratamemSession(session_id, memory=memory, user_id=user_id)
+    asyncio.run(session.add_items([{"role": "user", "content": "hello"}]))
+    memory.record(
+        user_id=user_id,
+        session_id=session_id,
+        messages=[{"role": "system", "content": "stored by someone else"}],
+    )
+    agent = Agent(name="shop", instructions="Be brief.", model=scripted_turns(), tools=[track])
+
+    with pytest.raises(ConfigurationError, match="messages its adapter did not store"):
+        run(agent, "Where is A7?", session, call_model_input_filter=session.call_model_input_filter)
+
+    items = asyncio.run(session.get_items())
+    assert items == [
+        {"role": "user", "content": "hello"},
+        {"role": "user", "content": "Where is A7?"},
+    ]
