@@ -45,6 +45,7 @@ class Erased:
         sessions: the sessions themselves.
         store_items: items of framework stores (LangGraph's), with their vectors and terms;
             only a whole user's erasure deletes them (they belong to no session).
+        agent_item_pops: items an agent framework's session took back (``storage.agent_items``).
     """
 
     messages: int = 0
@@ -55,6 +56,7 @@ class Erased:
     archive_marks: int = 0
     sessions: int = 0
     store_items: int = 0
+    agent_item_pops: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
@@ -68,6 +70,7 @@ _CONVERSATION = (
     ("jobs", "jobs"),
     ("archive_marks", "archive_marks"),
     ("summaries", "session_summaries"),
+    ("agent_item_pops", "agent_item_pops"),
     ("messages", "messages"),
     ("sessions", "sessions"),
 )
