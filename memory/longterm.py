@@ -34,9 +34,9 @@ from retrieval import (
     CardQuery,
     Embedder,
     HashingEmbedder,
+    OnnxEmbedder,
     PrefetchingEmbedder,
     ScoredCard,
-    SentenceTransformerEmbedder,
 )
 from storage import (
     ArchiveMarks,
@@ -58,10 +58,14 @@ REWRITE_TIMEOUT_S = 3.0
 
 
 def default_embedder(settings: CardSettings) -> Embedder:
-    """The embedder the settings name; MiniLM loads on its first ``embed``, never before."""
+    """The embedder the settings name; MiniLM loads on its first ``embed``, never before.
+
+    MiniLM runs on ONNX Runtime (exported once from the packaged weights), or on torch, the
+    reference, where that is not possible.
+    """
     if settings.embedder == "hashing":
         return HashingEmbedder()
-    return SentenceTransformerEmbedder()
+    return OnnxEmbedder()
 
 
 @dataclass(frozen=True, slots=True)
