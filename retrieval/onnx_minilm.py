@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy
+
 from retrieval.embedder import normalize
 from retrieval.errors import EmbeddingError
 from retrieval.onnx_export import default_cache_dir, ensure_onnx_model
@@ -79,8 +81,6 @@ class OnnxSession:
 
     def embed(self, texts: Sequence[str], *, batch_size: int) -> list[list[float]]:
         """Unit vectors of ``texts``, in order, batched longest first (less padding)."""
-        import numpy
-
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         vectors: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), batch_size):
