@@ -255,8 +255,12 @@ def main() -> None:
     )
     parser.add_argument("--mem0-venv", type=Path, default=Path("/tmp/stratamem-mem0"))
     parser.add_argument("--no-mem0", action="store_true", help="leave mem0 out")
+    parser.add_argument(
+        "--mem0-sizes", help="the sizes mem0 is measured at (default: --sizes); its adds are slow"
+    )
     args = parser.parse_args()
     sizes = tuple(int(size) for size in args.sizes.split(","))
+    mem0_sizes = [int(size) for size in (args.mem0_sizes or args.sizes).split(",")]
     settings: dict[str, Any] = {
         "model": "gpt-4o-mini",
         "context_window": str(args.context_window),
@@ -305,7 +309,7 @@ def main() -> None:
                 print(f"mem0 {machine_state()} at the start", flush=True)
                 found = peer.measure(
                     libpq_url(mem.database_url),
-                    {size: mem0_messages(size) for size in sizes},
+                    {size: mem0_messages(size) for size in mem0_sizes},
                     [str(turn_messages(10_000 + t)[0]["content"]) for t in range(args.turns)],
                     args.turns,
                     Path(folder) / "mem0-work.json",
