@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ from benchmarks.machine import CpuSteal, machine_state
 from benchmarks.prepare_peers import LangChainTurn, Mem0
 from memory import Memory, Settings
 from memory.context.tokens import TiktokenCounter
-from retrieval import MINILM_DIMENSION, MINILM_NAME
+from retrieval import MINILM_DIMENSION, MINILM_NAME, SentenceTransformerEmbedder
 from storage import ArchiveMarks, CardStore
 
 SIZES = (100, 1_000, 10_000)
@@ -176,29 +177,38 @@ def build_cards(mem: Memory, cards: int) -> int:
     return store.count(USER)
 
 
-def measure(
-    mem: Memory, session_id: str, turns: int, cpu: list[float], recalled: list[int]
-) -> list[float]:
-    """Milliseconds of ``prepare`` (recall on) for each of ``turns`` turns of the session.
+@dataclass
+class Sample:
+    """One runtime's timed ``prepare`` calls: wall and calling-thread CPU ms, memories."""
 
-    ``cpu`` receives the milliseconds of CPU each ``prepare`` took in this thread (Python and
-    the driver, not the server nor the query's embedding, which runs on a thread of its own);
-    ``recalled`` how many memories each recalled.
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    recalled: list[int] = field(default_factory=list)
+
+
+def measure(mems: dict[str, Memory], session_id: str, turns: int) -> dict[str, Sample]:
+    """``prepare`` (recall on) for ``turns`` turns of the session with each ``Memory``.
+
+    The memories take turns call by call (same session, same machine moment): with
+    ``--torch-too`` one embeds with ONNX Runtime (the default), the other with torch. The CPU
+    is this thread's (Python and the driver, not the server nor the query's embedding, which
+    runs on a thread of its own).
     """
-    timings: list[float] = []
+    samples = {name: Sample() for name in mems}
     for turn in range(turns):
-        user, *rest = turn_messages(10_000 + turn)
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        context = mem.prepare(
-            user_id=USER, session_id=session_id, input=str(user["content"]), system=SYSTEM
-        )
-        timings.append((time.perf_counter() - start) * 1000)
-        cpu.append((time.thread_time() - start_cpu) * 1000)
-        recall = context.report.recall
-        assert recall is not None and not recall.failed, "recall failed"
-        recalled.append(len(recall.cards))
-        mem.record(user_id=USER, session_id=session_id, messages=rest)
-    return timings
+        for name, mem in mems.items():
+            user, *rest = turn_messages(10_000 + turn)
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            context = mem.prepare(
+                user_id=USER, session_id=session_id, input=str(user["content"]), system=SYSTEM
+            )
+            samples[name].wall.append((time.perf_counter() - start) * 1000)
+            samples[name].cpu.append((time.thread_time() - start_cpu) * 1000)
+            recall = context.report.recall
+            assert recall is not None and not recall.failed, "recall failed"
+            samples[name].recalled.append(len(recall.cards))
+            mem.record(user_id=USER, session_id=session_id, messages=rest)
+    return samples
 
 
 def user_cards(mem: Memory) -> tuple[list[str], list[list[float]]]:
@@ -255,6 +265,11 @@ def main() -> None:
     )
     parser.add_argument("--mem0-venv", type=Path, default=Path("/tmp/stratamem-mem0"))
     parser.add_argument("--no-mem0", action="store_true", help="leave mem0 out")
+    parser.add_argument(
+        "--torch-too",
+        action="store_true",
+        help="also time prepare with MiniLM on torch, turn by turn with the default's",
+    )
     parser.add_argument(
         "--mem0-sizes", help="the sizes mem0 is measured at (default: --sizes); its adds are slow"
     )
@@ -332,7 +347,10 @@ def run(
     langchain.add_memories(USER, *user_cards(mem))
     warm = f"warm-{uuid.uuid4().hex[:8]}"
     record_session(mem, warm, scripted_history(100))
-    measure(mem, warm, 20, [], [])  # the tokenizer, the embedder, connections, caches
+    mems = {"onnx": mem}
+    if args.torch_too:
+        mems["torch"] = Memory(mem.database, mem.settings, embedder=SentenceTransformerEmbedder())
+    measure(mems, warm, 20)  # the tokenizer, the embedders, connections, caches
     langchain.measure(USER, SYSTEM, scripted_history(100), [turn_messages(t) for t in range(20)])
     print(
         f"prepare with recall, {args.turns} turns each, window {args.context_window}, "
@@ -342,19 +360,20 @@ def run(
     steal = CpuSteal()
     rows: dict[int, dict[str, float]] = {}
     for size, session_id in sessions.items():
-        cpu: list[float] = []
-        recalled: list[int] = []
-        ours = measure(mem, session_id, args.turns, cpu, recalled)
+        ours = measure(mems, session_id, args.turns)
         turns = [turn_messages(10_000 + t) for t in range(args.turns)]
         theirs = langchain.measure(USER, SYSTEM, scripted_history(size), turns)
+        onnx = ours["onnx"]
         rows[size] = {
-            "p50": statistics.median(ours),
-            "p95": percentile(ours, 0.95),
-            "cpu": statistics.median(cpu),
-            "recalled": statistics.mean(recalled),
+            "p50": statistics.median(onnx.wall),
+            "p95": percentile(onnx.wall, 0.95),
+            "cpu": statistics.median(onnx.cpu),
+            "recalled": statistics.mean(onnx.recalled),
             "lc_p50": statistics.median(theirs),
             "lc_p95": percentile(theirs, 0.95),
         }
+        if "torch" in ours:
+            rows[size]["torch_p50"] = statistics.median(ours["torch"].wall)
         print(f"{size:>9} messages: {json.dumps(rows[size])}", flush=True)
     print(f"{machine_state(steal)} (stratamem and LangChain) at the end", flush=True)
     return rows
@@ -381,6 +400,10 @@ def print_table(
             f" {row['recalled']:>8.1f} {row['lc_p50']:>8.2f} {row['lc_p95']:>8.2f}"
             f" {row['lc_p50'] / row['p50']:>8.2f}{theirs}"
         )
+        if "torch_p50" in row:
+            print(
+                f"{'':>9} the same turns with MiniLM on torch, alternating: {row['torch_p50']:.2f}"
+            )
     for size, peer in mem0.items():
         print(f"mem0 at {size}: {int(peer['memories'])} memories, added in {peer['add_s']} s")
     if missing:
