@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from sqlalchemy import text
 
 from benchmarks.machine import CpuSteal, machine_state
 from benchmarks.prepare_peers import LangChainTurn, Mem0
+from benchmarks.scripted_turns import scripted_history, turn_messages
 from memory import Memory, Settings
 from memory.context.tokens import TiktokenCounter
 from retrieval import MINILM_DIMENSION, MINILM_NAME, SentenceTransformerEmbedder
@@ -57,79 +57,6 @@ from storage import ArchiveMarks, CardStore
 SIZES = (100, 1_000, 10_000)
 USER = "bench"
 SYSTEM = "You are a helpful assistant for the checkout team."
-
-PEOPLE = ("Anna", "Bruno", "Chen Wei", "Dara", "Emil", "Fatima", "Goran", "Hana", "Ivo", "June")
-SERVICES = ("checkout", "billing", "search", "payments", "inventory", "login", "shipping", "mail")
-CHANGES = (
-    "the retry policy and its timeouts",
-    "the cache lifetime of product pages",
-    "the database pool size",
-    "the rate limit for partners",
-    "the feature flag for gift cards",
-    "the log level of the workers",
-    "the alert threshold for latency",
-    "the TLS certificates",
-)
-PLACES = ("Berlin", "Lyon", "Cork", "Osaka", "Lisbon", "Toronto", "Nairobi", "Hangzhou")
-
-
-def turn_messages(turn: int) -> list[dict[str, object]]:
-    """One scripted turn: a question, sometimes a tool exchange, and an answer.
-
-    The words vary from turn to turn (a seeded choice of people, services, changes and
-    places), so the cards archived from them are as different as a real user's, not
-    near-duplicates of one line.
-    """
-    pick = random.Random(turn)
-    person, service, change, place = (
-        pick.choice(PEOPLE),
-        pick.choice(SERVICES),
-        pick.choice(CHANGES),
-        pick.choice(PLACES),
-    )
-    messages: list[dict[str, object]] = [
-        {
-            "role": "user",
-            "content": f"Turn {turn}: {person} asks what changed in deploy {turn} of {service}"
-            f" before the team meets in {place}.",
-        }
-    ]
-    if turn % 4 == 0:
-        call = f"call_{turn}"
-        messages += [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call,
-                        "type": "function",
-                        "function": {"name": "get_deploy", "arguments": f'{{"id": {turn}}}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call, "content": f"deploy {turn}: 3 files " * 8},
-        ]
-    messages.append(
-        {
-            "role": "assistant",
-            "content": f"Deploy {turn} of {service} changed {change}; {person} signed it off.",
-        }
-    )
-    return messages
-
-
-def scripted_history(size: int, first_turn: int = 0) -> list[dict[str, object]]:
-    """``size`` messages of scripted turns from ``first_turn`` on (never ending on a call)."""
-    history: list[dict[str, object]] = []
-    turn = first_turn
-    while len(history) < size:
-        messages = turn_messages(turn)[: size - len(history)]
-        if messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
-            messages = messages[:-1]
-        history += messages
-        turn += 1
-    return history
 
 
 def record_session(mem: Memory, session_id: str, messages: list[dict[str, object]]) -> None:
