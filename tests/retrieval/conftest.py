@@ -1,5 +1,6 @@
 """Fixtures of the retrieval tests: the real MiniLM model and a card index on the test database."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,12 @@ def index(database: Database, minilm: SentenceTransformerEmbedder) -> CardIndex:
 
 
 @pytest.fixture(scope="session")
-def onnx_race(user_cache: Path) -> list[str]:
-    """Two processes asked at the same moment for MiniLM's ONNX file in the run's user cache:
-    what each said (``built PATH`` or ``found PATH``). Later embedders of the run find it."""
-    folder = default_cache_dir()
+def onnx_race(user_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """Two processes asked at the same moment for MiniLM's ONNX file in a cache folder of their
+    own (the run's user cache may hold it already): the folder, and what each said (``built
+    PATH`` or ``found PATH``). The file is then put in the run's user cache when not there
+    yet, so later embedders of the run find it instead of exporting again."""
+    folder = tmp_path_factory.mktemp("onnx-race")
     children = [Child(TESTS / "retrieval" / "onnx_build_child.py", str(folder)) for _ in range(2)]
     try:
         for child in children:
@@ -39,4 +42,10 @@ def onnx_race(user_cache: Path) -> list[str]:
         for child in children:
             if child.process.poll() is None:
                 child.kill()
-    return said
+    built = Path(said[0].split(" ", 1)[1])
+    cached = default_cache_dir() / built.name
+    if not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built, cached.with_suffix(".copying"))
+        cached.with_suffix(".copying").rename(cached)
+    return folder, said

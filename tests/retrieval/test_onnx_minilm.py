@@ -1,7 +1,8 @@
 """MiniLM on ONNX Runtime: the torch model's vectors within the tolerance, built once, cached.
 
-The export is built once per run (``onnx_race``: two processes at once, in the run's user
-cache); the torch model (``minilm``) is the reference every vector is compared with.
+The export is built once per run (``onnx_race``: two processes at once, in a folder of their
+own, then put in the run's user cache); the torch model (``minilm``) is the reference every
+vector is compared with.
 """
 
 import logging
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import OnnxEmbedder, SentenceTransformerEmbedder
-from retrieval.onnx_export import VECTOR_TOLERANCE, default_cache_dir, model_key, vector_distance
+from retrieval.onnx_export import VECTOR_TOLERANCE, model_key, vector_distance
 from retrieval.sentence_transformer import packaged_model_path
 
 LONG = " ".join(f"item{i} of the checkout incident review" for i in range(120))  # ~840 tokens
@@ -32,21 +33,22 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def onnx(onnx_race: list[str]) -> OnnxEmbedder:
+def onnx(onnx_race: tuple[Path, list[str]]) -> OnnxEmbedder:
     """The default ``OnnxEmbedder``, on the file the race built."""
     return OnnxEmbedder()
 
 
 def test_two_processes_building_at_once_export_once_and_leave_no_partial_file(
-    onnx_race: list[str],
+    onnx_race: tuple[Path, list[str]],
 ) -> None:
-    verbs = sorted(line.split(" ", 1)[0] for line in onnx_race)
-    paths = {line.split(" ", 1)[1] for line in onnx_race}
+    folder, said = onnx_race
+    verbs = sorted(line.split(" ", 1)[0] for line in said)
+    paths = {line.split(" ", 1)[1] for line in said}
 
     assert verbs == ["built", "found"]
     [path] = paths
-    assert Path(path).parent == default_cache_dir()
-    assert sorted(p.name for p in default_cache_dir().iterdir()) == [
+    assert Path(path).parent == folder
+    assert sorted(p.name for p in folder.iterdir()) == [
         Path(path).name,
         Path(path).name + ".lock",
     ]
