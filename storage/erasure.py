@@ -43,6 +43,8 @@ class Erased:
         card_terms: the cards' keyword terms.
         archive_marks: how far each session was archived as cards.
         sessions: the sessions themselves.
+        reports: kept reports of ``prepare`` (``request_reports``).
+        summary_versions: the kept versions of summaries that newer ones replaced.
     """
 
     messages: int = 0
@@ -52,11 +54,14 @@ class Erased:
     card_terms: int = 0
     archive_marks: int = 0
     sessions: int = 0
+    reports: int = 0
+    summary_versions: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
         counts = {field.name: getattr(self, field.name) for field in fields(self)}
         counts["session_summaries"] = counts.pop("summaries")
+        counts["request_reports"] = counts.pop("reports")
         return counts
 
 
@@ -64,6 +69,8 @@ class Erased:
 _CONVERSATION = (
     ("jobs", "jobs"),
     ("archive_marks", "archive_marks"),
+    ("reports", "request_reports"),
+    ("summary_versions", "summary_versions"),
     ("summaries", "session_summaries"),
     ("messages", "messages"),
     ("sessions", "sessions"),
@@ -79,7 +86,8 @@ def erase(
 ) -> Erased:
     """Delete for real, in one transaction: one card, one session, or everything of the user.
 
-    A session goes with its messages, summary, jobs, archive mark and cards (their terms too);
+    A session goes with its messages, summary (and its kept versions), kept reports, jobs,
+    archive mark and cards (their terms too);
     the whole user is every session and every card (pins included) and the keyword statistics.
     A card that a deleted card had superseded keeps its ``valid_to``: it was still replaced.
 

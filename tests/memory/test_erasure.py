@@ -42,6 +42,8 @@ USER_TABLES = (
     "cards",
     "card_terms",
     "card_stats",
+    "request_reports",
+    "summary_versions",
 )
 
 
