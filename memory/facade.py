@@ -25,6 +25,7 @@ from memory.folding import Folding
 from memory.idle import FinishedJobs, IdleSessions, IdleWork
 from memory.intake import batch_items, parse_input
 from memory.jobs import WorkerRun
+from memory.kept_reports import ReportKeeper
 from memory.llm import ChatModel
 from memory.longterm import LongTermMemory
 from memory.parts import build_parts
@@ -47,6 +48,7 @@ from storage import (
     check_text,
     erase,
 )
+from storage.reports import KeptReport, ReportStore
 
 __all__ = ["Forgotten", "Memory", "OpenCall"]
 
@@ -85,6 +87,8 @@ class Memory:
         self.counter: TokenCounter = self._parts.counter
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
+        self._reports = ReportStore(database)
+        self._keeper = ReportKeeper(self._reports, settings.reports)
         self._stop = threading.Event()
         self._worker_threads: list[threading.Thread] = []
 
@@ -170,9 +174,29 @@ class Memory:
             RecordConflictError: the input's client id is stored with other content.
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
-        return self._preparer.prepare(
+        context = self._preparer.prepare(
             user_id=user_id, session_id=session_id, input=input, system=system
         )
+        if self.settings.reports.enabled:
+            # Queued, written by a thread: the request never waits for it (memory.kept_reports).
+            self._keeper.keep(user_id, session_id, context.report)
+        return context
+
+    def kept_reports(
+        self, *, user_id: str, session_id: str, limit: int = 20, before: int | None = None
+    ) -> list[KeptReport]:
+        """The session's newest kept reports of ``prepare`` (older than id ``before``), newest
+        first; this process's reports still queued are written first.
+
+        Every ``prepare`` keeps its report (``reports.enabled``), each session its newest
+        ``reports.keep``; ``stratamem ui`` shows them. A report is written off the request
+        path, so a crash loses the few still queued (``memory.kept_reports``).
+
+        Raises:
+            InvalidInputError: an id is not usable.
+        """
+        self._keeper.flush()
+        return self._reports.latest(user_id, session_id, limit=limit, before=before)
 
     def search(
         self,
@@ -467,10 +491,11 @@ class Memory:
         return IdleWork(sweep, FinishedJobs(self._parts.jobs, self.settings.jobs))
 
     def close(self) -> None:
-        """Stop the worker threads and release the database connections."""
+        """Stop the worker threads, write the queued reports, release the database connections."""
         self._stop.set()
         for thread in self._worker_threads:
             thread.join()
+        self._keeper.close()
         self._database.close()
 
     def __enter__(self) -> Self:
