@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from types import TracebackType
@@ -24,6 +24,7 @@ from memory.errors import (
 from memory.folding import Folding
 from memory.idle import FinishedJobs, IdleSessions, IdleWork
 from memory.intake import batch_items, parse_input
+from memory.items import Items
 from memory.jobs import WorkerRun
 from memory.kept_reports import ReportKeeper
 from memory.llm import ChatModel
@@ -32,6 +33,7 @@ from memory.parts import build_parts
 from memory.preparing import Preparer
 from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
+from memory.transfer import Imported, export_lines, import_lines
 from memory.worker import CARDS, END_OF_SESSION, Worker
 from retrieval import CardQuery, Embedder, ScoredCard
 from storage import (
@@ -90,7 +92,7 @@ class Memory:
         self._reports = ReportStore(database)
         self._keeper = ReportKeeper(self._reports, settings.reports)
         self._stop = threading.Event()
-        self._worker_threads: list[threading.Thread] = []
+        self._worker_threads: list[tuple[threading.Thread, threading.Event]] = []
 
     @classmethod
     def open(
@@ -331,6 +333,7 @@ class Memory:
         if card_id is None:
             self._parts.recent.forget(user_id, session_id)
             self._parts.queued.forget(user_id, session_id)
+            self._parts.queued_archiving.forget(user_id, session_id)
         return Forgotten(**{f.name: getattr(erased, f.name) for f in fields(erased)})
 
     def end_session(self, *, user_id: str, session_id: str) -> None:
@@ -345,9 +348,59 @@ class Memory:
         """
         longterm = self._longterm()
         if self._background:
+            self._parts.queued_archiving.forget(user_id, session_id)  # the job is due now
             self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
             longterm.archive_through(user_id, session_id, None)
+
+    @property
+    def items(self) -> Items:
+        """The items of framework stores (``memory.integrations.langgraph.StratamemStore``):
+        JSON objects under a namespace and a key, owned by a user, deleted by ``forget`` of
+        the user, found by the cards' embedder and keywords.
+
+        Raises:
+            ConfigurationError: long-term memory is disabled (its embedder indexes items).
+        """
+        items = self._parts.items
+        if items is None:
+            raise ConfigurationError("long-term memory is disabled (cards.enabled=False)")
+        return items
+
+    def export_user(self, *, user_id: str) -> Iterator[str]:
+        """Everything of the user as JSON Lines (``memory.transfer_format``), one line at a
+        time without its newline: sessions with their messages and summaries, cards with
+        their validity and sources, pins, store items. Read in one snapshot; no embedding
+        is written, and no embedder is needed.
+        """
+        return export_lines(self._database, user_id)
+
+    def import_user(
+        self, lines: Iterable[str], *, user_id: str | None = None, merge: bool = False
+    ) -> Imported:
+        """Store an export (``export_user``'s lines) into its user, or into ``user_id``.
+
+        The whole file is read first, then stored in one transaction: a malformed line, or
+        anything that cannot be stored, stores nothing. The user must have no data unless
+        ``merge`` (then only its sessions must be new to the user). Cards and items are
+        embedded again by this memory's embedder.
+
+        Raises:
+            ExportFormatError: a line is malformed (named by its number).
+            storage.ImportConflictError: the user has data (without ``merge``), or has one
+                of the imported sessions.
+            ConfigurationError: the export has cards or items and long-term memory is off.
+        """
+        items = self._parts.items
+        return import_lines(
+            lines,
+            database=self._database,
+            counter=self.counter,
+            embedder=self._parts.embedder,
+            index_items=items.index_texts if items is not None else None,
+            user_id=user_id,
+            merge=merge,
+        )
 
     def _longterm(self) -> LongTermMemory:
         longterm = self._parts.longterm
@@ -383,7 +436,10 @@ class Memory:
         Once the messages after the summary boundary pass the fold trigger, the fold is queued
         (background mode) or done now, with the archiving of what it folds as cards (inline
         mode), as ``prepare`` would: ``prepare`` need never be called for a session to be
-        summarised and remembered.
+        summarised and remembered. In background mode the session's messages (those ``prepare``
+        stored included) also become cards within ``cards.debounce_seconds`` (a queued
+        ``cards`` job; ``cards.archive_promptly``), so the user's other sessions recall them
+        without this one ending.
 
         Raises:
             InvalidHistoryError: ``messages`` is a single message rather than a list, a
@@ -404,6 +460,7 @@ class Memory:
         after = reply_to.report.newest if reply_to is not None else None
         stored = self._parts.writer.record(user_id, session_id, batch, after=after)
         self._folding.fold_when_due(user_id, session_id)
+        self._folding.archive_soon(user_id, session_id)
         return stored
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
@@ -451,9 +508,10 @@ class Memory:
     ) -> WorkerRun:
         """Run queued consolidations and card archiving.
 
-        By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests) or once
-        ``stop`` is set (the running job is finished first). Each job runs with the parameters
+        By default in a background thread that runs until ``close`` (or until ``stop`` is set;
+        ``close`` still waits for it); with ``until_idle`` in the caller's thread, returning
+        once no job is pending (for scripts and tests) or once ``stop`` is set (the running
+        job is finished first). Each job runs with the parameters
         it was queued with, and is logged (session, messages folded, summary kind, duration).
         With long-term memory on, a worker with nothing to do queues the archiving of sessions
         idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute;
@@ -473,11 +531,12 @@ class Memory:
             worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures
             return run
+        until = stop if stop is not None else self._stop
         thread = threading.Thread(
-            target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
+            target=worker.run, args=(until,), name="stratamem-worker", daemon=True
         )
         thread.start()
-        self._worker_threads.append(thread)
+        self._worker_threads.append((thread, until))
         return run
 
     def _idle_task(self) -> IdleWork:
@@ -493,7 +552,8 @@ class Memory:
     def close(self) -> None:
         """Stop the worker threads, write the queued reports, release the database connections."""
         self._stop.set()
-        for thread in self._worker_threads:
+        for thread, stop in self._worker_threads:
+            stop.set()
             thread.join()
         self._keeper.close()
         self._database.close()
@@ -527,4 +587,7 @@ class Forgotten(Erased):
         )
         described = [f"{number:,} {one if number == 1 else many}" for number, one, many in counts]
         described[2] += f" ({self.card_terms:,} keyword term{'' if self.card_terms == 1 else 's'})"
+        if self.store_items:  # only stores' users have any: the others' line stays as it was
+            plural = "" if self.store_items == 1 else "s"
+            described.append(f"{self.store_items:,} store item{plural}")
         return ", ".join(described)

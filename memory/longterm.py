@@ -21,6 +21,7 @@ from memory.cards import (
     rewrite_query,
     time_range_of_query,
 )
+from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message
 from memory.context.report import RecalledCard, RecallState
@@ -52,10 +53,6 @@ from storage import (
 __all__ = ["LongTermMemory", "Recall", "default_embedder"]
 
 logger = logging.getLogger(__name__)
-
-#: The longest a query rewrite may wait for the model, in seconds: it is on the request path,
-#: so one attempt, no fallback model, and the original text when it is late.
-REWRITE_TIMEOUT_S = 3.0
 
 
 def default_embedder(settings: CardSettings) -> Embedder:
@@ -99,7 +96,8 @@ class LongTermMemory(MessageArchiving):
             settings: The cards settings.
             pin_budget: The most tokens the user's pins may take.
             chat: The chat model (the summariser's): it extracts cards, and ``recall`` asks it
-                to rewrite an input the rules cannot resolve. ``None``: rules only (offline).
+                to rewrite an input the rules cannot resolve, within
+                ``settings.rewrite_deadline_ms`` (0: never). ``None``: rules only (offline).
             summary: The summariser's settings: models, retries, timeouts and backoff of the
                 extraction and rewrite calls too.
             on_extraction_event: Also receives every extraction event (all are logged).
@@ -120,7 +118,9 @@ class LongTermMemory(MessageArchiving):
         self._settings = settings
         #: The most tokens the user's pins may take in a request.
         self.pin_budget = pin_budget
-        self._rewriter = _rewrite_chain(chat, summary) if chat is not None else None
+        deadline_s = settings.rewrite_deadline_ms / 1000
+        self._rewriter = _rewrite_chain(chat, summary, deadline_s) if chat and deadline_s else None
+        self._rewrite_deadline = Deadline(deadline_s) if deadline_s else None
 
     def extractor_for(self, settings: SummarySettings) -> CardExtractor:
         """An extractor with other chain settings (a job's), reporting to the same events."""
@@ -222,8 +222,9 @@ class LongTermMemory(MessageArchiving):
         """The memories of one request: pins first, then the cards best matching its input.
 
         The input is the newest user message of ``window``; the messages before it resolve its
-        references (``rewrite_query``: rules, then the chat model when one is configured and the
-        rules cannot decide, then the input as written). The rewrite is searched, never shown:
+        references (``rewrite_query``: rules, then, when the rules cannot decide, the chat model
+        if one is configured with a rewrite deadline, waited for that long at most, then the
+        input as written). The rewrite is searched, never shown:
         the prompt keeps the user's message. A time the input names (``"last week"``) boosts
         the cards of that time, counted from when the message was stored. Cards all of whose
         sources are in the window are left out: the model sees those messages already.
@@ -239,7 +240,10 @@ class LongTermMemory(MessageArchiving):
         if last_user is not None and self._settings.k > 0:
             stored, message = window[last_user]
             rewrite = rewrite_query(
-                message.text, [m for _, m in window[:last_user]], chat=self._rewriter
+                message.text,
+                [m for _, m in window[:last_user]],
+                chat=self._rewriter,
+                deadline=self._rewrite_deadline,
             )
             query, method = rewrite.query, rewrite.method
             in_window = {stored.id for stored, _ in window}
@@ -269,18 +273,20 @@ class LongTermMemory(MessageArchiving):
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
 
 
-def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain:
-    """The chain that rewrites queries: the summariser's model, one short attempt.
+def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s: float) -> LLMChain:
+    """The chain that rewrites queries: the summariser's model, one attempt within the deadline.
 
     A user waits for ``prepare``: the summariser's six attempts of 60 s each would turn a slow
     model into a minute-long request, while the original text is a fine query most of the time.
+    The ``Deadline`` bounds the wait; the client's own timeout, the same, ends an abandoned
+    call soon after, so it does not hold its thread and connection for a minute.
     """
     settings = summary or SummarySettings()
     quick = settings.model_copy(
         update={
             "retries": 1,
             "fallback_retries": 0,
-            "timeout": min(settings.timeout, REWRITE_TIMEOUT_S),
+            "timeout": min(settings.timeout, deadline_s),
         }
     )
     return LLMChain.for_settings(chat, quick, temperature=0.0)

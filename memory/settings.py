@@ -96,7 +96,18 @@ class CardSettings(BaseModel):
         min_score: recalled cards need at least this cosine similarity to the query.
         pin_budget_ratio: pinned cards may take at most this share of the history budget.
         idle_seconds: a session idle this long is treated as ended (by the worker).
+        archive_promptly: in background mode, ``record`` queues a ``cards`` job, due
+            ``debounce_seconds`` later, that makes cards (turn cards and extracted ones) of
+            every message of the session not archived yet (the inputs ``prepare`` stored
+            included), so the user's other sessions recall them within seconds. Off, messages
+            become cards when a fold takes them out of the window, at ``end_session``, or
+            after ``idle_seconds``. Inline mode archives at folds and ``end_session`` either
+            way.
+        debounce_seconds: how long that job waits for more messages.
         embedder: ``minilm`` (all-MiniLM-L6-v2, offline) or ``hashing`` (a model-free fake).
+        rewrite_deadline_ms: the longest ``prepare`` waits for the chat model to rewrite an
+            input the rules cannot make self-contained; 0 (the default) never asks the model
+            (``prepare`` never waits for an LLM). A late answer is dropped, never awaited.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -110,7 +121,10 @@ class CardSettings(BaseModel):
     min_score: float | None = Field(default=None, ge=-1, le=1)
     pin_budget_ratio: float = Field(default=0.1, ge=0, le=1)
     idle_seconds: float = Field(default=1_800.0, gt=0)
+    archive_promptly: bool = True
+    debounce_seconds: float = Field(default=5.0, ge=0)
     embedder: Literal["minilm", "hashing"] = "minilm"
+    rewrite_deadline_ms: int = Field(default=0, ge=0)
 
 
 class JobSettings(BaseModel):

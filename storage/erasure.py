@@ -45,6 +45,8 @@ class Erased:
         sessions: the sessions themselves.
         reports: kept reports of ``prepare`` (``request_reports``).
         summary_versions: the kept versions of summaries that newer ones replaced.
+        store_items: items of framework stores (LangGraph's), with their vectors and terms;
+            only a whole user's erasure deletes them (they belong to no session).
     """
 
     messages: int = 0
@@ -56,6 +58,7 @@ class Erased:
     sessions: int = 0
     reports: int = 0
     summary_versions: int = 0
+    store_items: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
@@ -87,8 +90,9 @@ def erase(
     """Delete for real, in one transaction: one card, one session, or everything of the user.
 
     A session goes with its messages, summary (and its kept versions), kept reports, jobs,
-    archive mark and cards (their terms too);
-    the whole user is every session and every card (pins included) and the keyword statistics.
+    archive mark and cards (their terms too); the whole user is every session and every
+    card (pins included), the keyword statistics and the user's items of framework stores
+    (``storage.items``).
     A card that a deleted card had superseded keeps its ``valid_to``: it was still replaced.
 
     Returns:
@@ -122,6 +126,11 @@ def erase(
                     connection.execute(text(f"DELETE FROM {table} WHERE {where}"), params)
                 )
             cards_where = where
+            if session_id is None:
+                # Their vectors and terms go with them (ON DELETE CASCADE).
+                counts["store_items"] = _rowcount(
+                    connection.execute(text(f"DELETE FROM store_items WHERE {where}"), params)
+                )
         else:
             cards_where = "user_id = :user_id AND id = :card_id"
             params["card_id"] = card_id

@@ -423,6 +423,61 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
+        17,
+        "store items",
+        (
+            # Framework stores' items (LangGraph's BaseStore: ``storage.items``): a JSON value
+            # under a namespace and a key, owned by a user like everything else, so ``forget``
+            # deletes them and the table can be distributed by user. ``json``, not ``jsonb``:
+            # a value keeps its NULs (``storage.inputs``). ``namespace_seq`` and ``id`` (one
+            # sequence) order items as their namespaces, then the items, were first written.
+            # ``texts`` are the indexed texts by path: an export re-embeds from them.
+            """
+            CREATE TABLE store_items (
+                user_id text NOT NULL,
+                namespace text[] NOT NULL,
+                key text NOT NULL,
+                id bigint NOT NULL,
+                namespace_seq bigint NOT NULL,
+                value json NOT NULL,
+                texts json NOT NULL DEFAULT '{}'::json,
+                keyword_length integer NOT NULL DEFAULT 0,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (user_id, namespace, key),
+                CONSTRAINT uq_store_items_user_id UNIQUE (user_id, id)
+            )
+            """,
+            "CREATE SEQUENCE store_items_id_seq",
+            # A page of a search without a query, in the store's order, from the index.
+            "CREATE INDEX ix_store_items_user_order ON store_items (user_id, namespace_seq, id)",
+            # One vector per indexed text of an item (a field, or each element of a list).
+            f"""
+            CREATE TABLE store_vectors (
+                user_id text NOT NULL,
+                item_id bigint NOT NULL,
+                path text NOT NULL,
+                embedding vector({EMBEDDING_DIM}) NOT NULL,
+                PRIMARY KEY (user_id, item_id, path),
+                CONSTRAINT fk_store_vectors_item FOREIGN KEY (user_id, item_id)
+                    REFERENCES store_items (user_id, id) ON DELETE CASCADE
+            )
+            """,
+            # The keyword terms of an item's indexed texts (``retrieval.analyze``), for BM25.
+            """
+            CREATE TABLE store_terms (
+                user_id text NOT NULL,
+                item_id bigint NOT NULL,
+                term text NOT NULL,
+                frequency integer NOT NULL,
+                PRIMARY KEY (user_id, item_id, term),
+                CONSTRAINT fk_store_terms_item FOREIGN KEY (user_id, item_id)
+                    REFERENCES store_items (user_id, id) ON DELETE CASCADE
+            )
+            """,
+        ),
+    ),
+    Migration(
         19,
         "kept request reports and previous summary versions",
         (

@@ -37,6 +37,9 @@ def triggers_database(database_url: str) -> Iterator[Database]:
 @pytest.fixture
 def make_memory(triggers_database: Database) -> Callable[..., Memory]:
     def make(**settings: Any) -> Memory:
+        # What the fold and the idle sweep archive, alone: cards soon after a record (on by
+        # default in background mode) are tests/memory/test_archive_soon.py's.
+        settings["cards"] = {"archive_promptly": False, **settings.get("cards", {})}
         return Memory(
             triggers_database, Settings(**settings), embedder=HashingEmbedder(name=MINILM_NAME)
         )
