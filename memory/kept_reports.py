@@ -112,7 +112,20 @@ class ReportKeeper:
                     self._writer = None
                     return
                 batch = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
-            kept = self._write(batch)
+            try:
+                kept = self._write(batch)
+            except BaseException:
+                # A bug (a report that is no JSON, say): this thread ends, so what is queued
+                # is given up on and counted, and the next report starts a new writer; a
+                # flush waiting for these returns at once rather than at its time limit.
+                with self._changed:
+                    lost = len(batch) + len(self._pending)
+                    self._pending.clear()
+                    self.unkept += lost
+                    self._finished += lost
+                    self._writer = None
+                    self._changed.notify_all()
+                raise
             with self._changed:
                 self.unkept += len(batch) - kept
                 self._finished += len(batch)

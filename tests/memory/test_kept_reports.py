@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import text
@@ -160,3 +161,29 @@ def test_after_close_reports_are_ignored(database: Database) -> None:
     keeper.flush()
 
     assert ReportStore(database).count(user_id, "s") == 0 and keeper.unkept == 0
+
+
+def test_a_report_that_cannot_be_written_ends_no_keeping(database: Database, user_id: str) -> None:
+    """A report that is no JSON (a bug) ends its writer thread: it and what was queued are
+    counted unkept, a flush returns at once, and the next report is written by a new thread."""
+    mem = memory(database)
+    [stored] = mem.record(
+        user_id=user_id, session_id="s", messages=[{"role": "user", "content": "hi"}]
+    )
+    keeper = ReportKeeper(ReportStore(database), ReportSettings())
+    broken = replace(report_at(stored.seq, stored.id), summary=object())  # type: ignore[arg-type]
+    failures: list[type[BaseException]] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: failures.append(args.exc_type)
+    try:
+        keeper.keep(user_id, "s", broken)
+        keeper.flush()
+        unkept_after_the_bug = keeper.unkept
+        keeper.keep(user_id, "s", report_at(stored.seq, stored.id))
+        keeper.flush()
+    finally:
+        threading.excepthook = previous
+        keeper.close()
+
+    assert unkept_after_the_bug == 1 and keeper.unkept == 1 and len(failures) == 1
+    assert ReportStore(database).count(user_id, "s") == 1
