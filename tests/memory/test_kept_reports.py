@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import text
 
-from memory import Memory, Settings
+from memory import ConfigurationError, Memory, Settings
 from memory.context.report import ContextReport, LayerTokens, MessageRef
 from memory.kept_reports import ReportKeeper
 from memory.settings import ReportSettings
@@ -187,3 +187,11 @@ def test_a_report_that_cannot_be_written_ends_no_keeping(database: Database, use
 
     assert unkept_after_the_bug == 1 and keeper.unkept == 1 and len(failures) == 1
     assert ReportStore(database).count(user_id, "s") == 1
+
+
+@pytest.mark.parametrize("bad", [{"keep": 0}, {"queue": -1}, {"kept": 5}])
+def test_an_impossible_reports_setting_is_a_configuration_error_naming_it(
+    bad: dict[str, int],
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"reports.*{next(iter(bad))}"):
+        Settings(reports=bad)
