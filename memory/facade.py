@@ -308,8 +308,9 @@ class Memory:
     ) -> Forgotten:
         """Delete for real: one card, one session, or (neither given) everything of the user.
 
-        A session goes with its messages, summary, jobs, archive mark and cards; everything of
-        the user is every session and every card (pins included). In one transaction, from
+        A session goes with its messages, summary (and its earlier versions), kept reports,
+        jobs, archive mark and cards; everything of the user is every session and every card
+        (pins included). In one transaction, from
         every table, whatever the settings (long-term memory off included) and without loading
         an embedder. Every process sees it on its next request: a cached window is checked
         against the stored messages by the request's own statement, and every write made from
@@ -327,6 +328,10 @@ class Memory:
             raise InvalidInputError(
                 "forget one card (card_id) or one session (session_id), not both"
             )
+        if card_id is None:
+            # This process's reports still queued are written first, so the counts say what
+            # the requests made so far kept, whatever the writer thread's timing.
+            self._keeper.flush()
         erased = erase(self._database, user_id, session_id=session_id, card_id=card_id)
         if card_id is not None and erased.cards == 0:
             raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
@@ -590,4 +595,11 @@ class Forgotten(Erased):
         if self.store_items:  # only stores' users have any: the others' line stays as it was
             plural = "" if self.store_items == 1 else "s"
             described.append(f"{self.store_items:,} store item{plural}")
+        # The inspector's records (``stratamem ui``): named when there were any.
+        for number, one, many in (
+            (self.reports, "kept report", "kept reports"),
+            (self.summary_versions, "earlier summary version", "earlier summary versions"),
+        ):
+            if number:
+                described.append(f"{number:,} {one if number == 1 else many}")
         return ", ".join(described)
