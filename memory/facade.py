@@ -35,7 +35,7 @@ from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
 from memory.transfer import Imported, export_lines, import_lines
 from memory.worker import CARDS, END_OF_SESSION, Worker
-from retrieval import CardQuery, Embedder, ScoredCard
+from retrieval import CardDraft, CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
     Card,
@@ -277,6 +277,37 @@ class Memory:
         if isinstance(tags, str):
             raise InvalidInputError("tags must be a list of strings, not one string")
         return self._longterm().pin(user_id, text, session_id=session_id, topic=topic, tags=tags)
+
+    def remember(
+        self,
+        *,
+        user_id: str,
+        text: str,
+        topic: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Card:
+        """Keep a fact the user asked to keep: a ``fact`` card, recalled when it matches (not
+        pinned; ``pin`` for one always sent). The same text again is the same card.
+
+        For adapters whose tools store memories directly (``stratamem mcp``): a remembered
+        card was said to the tool, not in a conversation, so it has no source messages.
+
+        Raises:
+            ValueError: ``text`` is blank.
+            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
+                string.
+            ConfigurationError: long-term memory is disabled.
+        """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"a memory's text must be a string, not {type(text).__name__}")
+        check_text("memory text", text)
+        if isinstance(tags, str):
+            raise InvalidInputError("tags must be a list of strings, not one string")
+        if not text.strip():
+            raise ValueError("a memory needs a text")
+        draft = CardDraft(type="fact", text=text.strip(), topic=topic, tags=list(tags or ()))
+        [card] = self._longterm().index.add(user_id, [draft])
+        return card
 
     def unpin(self, *, user_id: str, card_id: int) -> Card:
         """Unpin one of the user's cards; it stays as an ordinary card.

@@ -36,9 +36,9 @@ from retrieval import (
     CardQuery,
     Embedder,
     HashingEmbedder,
+    OnnxEmbedder,
     PrefetchingEmbedder,
     ScoredCard,
-    SentenceTransformerEmbedder,
 )
 from storage import (
     ArchiveMarks,
@@ -56,10 +56,14 @@ logger = logging.getLogger(__name__)
 
 
 def default_embedder(settings: CardSettings) -> Embedder:
-    """The embedder the settings name; MiniLM loads on its first ``embed``, never before."""
+    """The embedder the settings name; MiniLM loads on its first ``embed``, never before.
+
+    MiniLM runs on ONNX Runtime (exported once from the packaged weights), or on torch, the
+    reference, where that is not possible.
+    """
     if settings.embedder == "hashing":
         return HashingEmbedder()
-    return SentenceTransformerEmbedder()
+    return OnnxEmbedder()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from retrieval.embedder import Embedder, HashingEmbedder, normalize
 from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalError
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
+from retrieval.onnx_minilm import OnnxEmbedder
 from retrieval.openai_embedder import OpenAIEmbedder
 from retrieval.prefetch import PrefetchingEmbedder
 from retrieval.search import KEYWORD_WEIGHT, CardDraft, CardIndex, CardQuery, ScoredCard
@@ -38,6 +39,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingError",
     "HashingEmbedder",
+    "OnnxEmbedder",
     "OpenAIEmbedder",
     "PrefetchingEmbedder",
     "RetrievalError",

@@ -47,6 +47,7 @@ class Erased:
         summary_versions: the kept versions of summaries that newer ones replaced.
         store_items: items of framework stores (LangGraph's), with their vectors and terms;
             only a whole user's erasure deletes them (they belong to no session).
+        agent_item_pops: items an agent framework's session took back (``storage.agent_items``).
     """
 
     messages: int = 0
@@ -59,6 +60,7 @@ class Erased:
     reports: int = 0
     summary_versions: int = 0
     store_items: int = 0
+    agent_item_pops: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
@@ -75,6 +77,7 @@ _CONVERSATION = (
     ("reports", "request_reports"),
     ("summary_versions", "summary_versions"),
     ("summaries", "session_summaries"),
+    ("agent_item_pops", "agent_item_pops"),
     ("messages", "messages"),
     ("sessions", "sessions"),
 )

@@ -478,6 +478,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
+        18,
+        "agent item pops",
+        (
+            # An agent framework's session keeps its items whole in its messages' metadata
+            # (storage.agent_items); messages are append-only, so an item taken back (the
+            # Agents SDK's ``pop_item``) is marked here. Keyed by user first; erased with its
+            # message (and listed in storage.erasure, for the count).
+            """
+            CREATE TABLE agent_item_pops (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                message_id bigint NOT NULL,
+                item_index integer NOT NULL,
+                popped_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (user_id, session_id, message_id, item_index),
+                CONSTRAINT fk_agent_item_pops_message FOREIGN KEY (user_id, message_id)
+                    REFERENCES messages (user_id, id) ON DELETE CASCADE
+            )
+            """,
+        ),
+    ),
+    Migration(
         19,
         "kept request reports and previous summary versions",
         (

@@ -16,6 +16,7 @@ from memory.cli.eval import register_eval
 from memory.cli.forget import register_forget
 from memory.cli.inspect import register_inspect
 from memory.cli.keys import register_keys
+from memory.cli.mcp import register_mcp
 from memory.cli.serve import register_serve
 from memory.cli.transfer import register_export, register_import
 from memory.cli.ui import register_ui
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         register_keys,
         register_export,
         register_import,
+        register_mcp,
         register_ui,
     ):
         register(subcommands)

@@ -42,7 +42,7 @@ from memory.evaluation import (
 )
 from memory.facade import Memory
 from memory.settings import Settings
-from retrieval import Embedder, SentenceTransformerEmbedder
+from retrieval import Embedder, OnnxEmbedder
 from storage import Database
 
 __all__ = [
@@ -82,7 +82,7 @@ def register_eval(subcommands: Subcommands) -> None:
 
 def make_embedder() -> Embedder:
     """The embedder of the evaluation: MiniLM, offline (tests replace this function)."""
-    return SentenceTransformerEmbedder()
+    return OnnxEmbedder()
 
 
 def user_id_of(conversation: Conversation) -> str:

@@ -22,8 +22,8 @@ from storage.proxy_keys import ProxyKeyStore
 
 __all__ = ["DEFAULT_UI_PORT", "register_ui"]
 
-#: Where the page listens by default (on 127.0.0.1).
-DEFAULT_UI_PORT = 8766
+#: Where the page listens by default, on 127.0.0.1 (the proxy has 8765, `mcp --http` 8766).
+DEFAULT_UI_PORT = 8767
 
 
 def register_ui(subcommands: Subcommands) -> None:

@@ -46,6 +46,7 @@ USER_TABLES = (
     "store_items",
     "store_vectors",
     "store_terms",
+    "agent_item_pops",
     "request_reports",
     "summary_versions",
 )

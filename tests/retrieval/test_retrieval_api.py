@@ -21,6 +21,7 @@ def test_public_names() -> None:
         "KEYWORD_WEIGHT",
         "MINILM_DIMENSION",
         "MINILM_NAME",
+        "OnnxEmbedder",
         "OpenAIEmbedder",
         "PrefetchingEmbedder",
         "RetrievalError",
