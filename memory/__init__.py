@@ -45,7 +45,7 @@ from memory.llm import (
     ReplyFormat,
     ScriptedChatModel,
 )
-from memory.settings import CardSettings, JobSettings, Settings, SummarySettings
+from memory.settings import CardSettings, JobSettings, ReportSettings, Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
@@ -80,6 +80,7 @@ __all__ = [
     "Problem",
     "RecordConflictError",
     "ReplyFormat",
+    "ReportSettings",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",

@@ -499,6 +499,52 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        19,
+        "kept request reports and previous summary versions",
+        (
+            # Each prepare's report, kept for the inspector page (storage.reports): written off
+            # the request path, at most ``reports.keep`` per session. The token columns are the
+            # chart's (read without parsing the report); the report itself is ``json``, not
+            # ``jsonb``: a recall query holds the user's words, NUL characters included.
+            """
+            CREATE TABLE request_reports (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                id bigserial,
+                prepared_at timestamptz NOT NULL,
+                newest_seq bigint NOT NULL,
+                newest_id bigint NOT NULL,
+                budget integer NOT NULL,
+                system_tokens integer NOT NULL,
+                summary_tokens integer NOT NULL,
+                memories_tokens integer NOT NULL,
+                window_tokens integer NOT NULL,
+                input_tokens integer NOT NULL,
+                total_tokens integer NOT NULL,
+                dropped integer NOT NULL,
+                report json NOT NULL,
+                PRIMARY KEY (user_id, session_id, id)
+            )
+            """,
+            # The versions a session's summary had before its current one (storage.summaries):
+            # copied in the transaction that replaces them, the newest few kept per session.
+            """
+            CREATE TABLE summary_versions (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                version integer NOT NULL,
+                content text NOT NULL,
+                kind text NOT NULL,
+                boundary_seq bigint NOT NULL,
+                covered integer NOT NULL,
+                updated_at timestamptz NOT NULL,
+                replaced_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (user_id, session_id, version)
+            )
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

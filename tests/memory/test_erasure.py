@@ -47,6 +47,8 @@ USER_TABLES = (
     "store_vectors",
     "store_terms",
     "agent_item_pops",
+    "request_reports",
+    "summary_versions",
 )
 
 
@@ -174,6 +176,8 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
             {"role": "assistant", "content": "Noted."},
         ],
     )
+    app.prepare(user_id=user_id, session_id="s")
+    app.kept_reports(user_id=user_id, session_id="s")  # the report written, not queued
     app.end_session(user_id=user_id, session_id="s")
     app.pin(user_id=user_id, text="SSN 078-05-1120.")
     app.items.write(
@@ -182,6 +186,7 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     before = rows_of(database, user_id)
     assert before["cards"] >= 2 and before["archive_marks"] == 1 and before["card_terms"] > 0
     assert before["store_items"] == before["store_vectors"] == before["store_terms"] == 1
+    assert before["request_reports"] == 1
     without_cards = Memory(database, Settings(cards={"enabled": False}))
 
     gone = without_cards.forget(user_id=user_id)

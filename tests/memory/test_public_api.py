@@ -36,6 +36,7 @@ EXPECTED = {
     "OpenCall",
     "RecordConflictError",
     "ReplyFormat",
+    "ReportSettings",
     "RetrievedMemory",
     "ScriptedChatModel",
     "Settings",
