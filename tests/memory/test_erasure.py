@@ -372,3 +372,25 @@ def test_the_documented_purge_leaves_no_trace_in_the_server_files(fresh_data_dir
                 connection.execute(text(statement))
 
         assert files_holding(folder, secret.encode()) == []
+
+
+def test_every_table_of_a_users_data_is_erased_counted_and_purged(database: Database) -> None:
+    # A table added later with a user_id column must join erasure's tests and the README's
+    # purge (its rows would otherwise stay in the files after VACUUM of the others). A user's
+    # proxy keys are access, not memory: forget leaves them (stratamem keys revoke ends them).
+    with database.engine.connect() as connection:
+        with_users = set(
+            connection.execute(
+                text(
+                    "SELECT c.table_name FROM information_schema.columns AS c"
+                    " JOIN information_schema.tables AS t USING (table_schema, table_name)"
+                    " WHERE c.table_schema = current_schema() AND c.column_name = 'user_id'"
+                    " AND t.table_type = 'BASE TABLE'"
+                )
+            ).scalars()
+        ) - {"proxy_keys"}
+    [vacuum] = [s for s in purge_statements() if s.strip().upper().startswith("VACUUM FULL")]
+    purged = {name.strip() for name in vacuum.strip()[len("VACUUM FULL") :].split(",")}
+
+    assert set(USER_TABLES) == with_users
+    assert purged == with_users
