@@ -144,7 +144,7 @@ def test_a_browser_walks_users_session_memory_summary_and_a_confirmed_action(
     log_in(tab, site, admin_key, "/")
 
     # Users: find the demo's user by part of its id, open it.
-    tab.fill("input[name=q]", user_id.upper())  # found case-insensitively
+    tab.fill("form.search input[name=q]", user_id.upper())  # found case-insensitively
     tab.click("form.search button[type=submit]")
     expect(tab.locator("#users tr.user")).to_have_count(1)
     home = shoot(tab, tmp_path, "1-users")
