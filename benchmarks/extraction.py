@@ -2,6 +2,7 @@
 
     python -m benchmarks.extraction [--turns 1000] [--history-budget 8000 16000 32000]
                                     [--model json|prose|refusing]
+                                    [--archive folds|soon] [--turns-per-job 1]
 
 Replays ``benchmarks.summary``'s scripted 1,000-turn conversation (with tool calls) through the
 real code path: ``Memory.prepare`` stores each user message and ``Memory.record`` the rest of
@@ -25,6 +26,13 @@ everything, so every fold fails although the model answers. For each, also print
 the conversation's messages went to the model in more than one request (found by their text in
 every request, the numbered transcript and a raw archive alike), and the most requests one
 message went in.
+
+``--archive soon`` replays in background mode with cards made soon after ``record``
+(``cards.archive_promptly``, the default there; issue 18): after every ``--turns-per-job`` turns
+the worker runs what is due, so each ``cards`` job archives that many turns (1: a user slower
+than the debounce, each turn on its own; more: a faster one), and each fold finds its messages
+archived and asks for the summary alone. ``folds`` (the default) is the inline replay above,
+where each fold's one call also extracts its messages.
 
 Also printed: what cutting tool results in the fold's request shorter would save and leave
 out of the summariser's view (the share of the tool results' key facts, numbers, ids and names
@@ -143,7 +151,8 @@ def responder(fake: ModuleType, counter: TiktokenCounter, share: float, model: s
         keep = len(words)
         while keep > 1 and counter.count_text(" ".join(words[:keep])) > wanted:
             keep = max(1, int(keep * 0.9))
-        return " ".join(words[:keep]) or "nothing to keep"
+        # Notes, never a line that opens like the transcript's ``user: ...`` (a copy).
+        return "Notes: " + (" ".join(words[:keep]) or "nothing to keep")
 
     def respond(body: dict[str, Any]) -> Any:
         system, material = (str(message["content"]) for message in body["messages"])
@@ -170,14 +179,21 @@ def responder(fake: ModuleType, counter: TiktokenCounter, share: float, model: s
     return respond
 
 
-def replay(mem: Memory, script: list[list[Message]]) -> None:
-    """Each turn as an application plays it: ``prepare`` with the user's input, then ``record``."""
+def replay(mem: Memory, script: list[list[Message]], turns_per_job: int | None = None) -> None:
+    """Each turn as an application plays it: ``prepare`` with the user's input, then ``record``.
+
+    With ``turns_per_job`` (background mode), the worker runs what is due after that many turns.
+    """
     user_id, session_id = f"bench-{uuid.uuid4().hex[:8]}", "s1"
     for number, turn in enumerate(script):
         when = (_START + number * _TURN_GAP).isoformat()
         first, *rest = (message.to_openai() | {"timestamp": when} for message in turn)
         mem.prepare(user_id=user_id, session_id=session_id, input=first)
         mem.record(user_id=user_id, session_id=session_id, messages=rest)
+        if turns_per_job is not None and (number + 1) % turns_per_job == 0:
+            mem.run_worker(until_idle=True)
+    if turns_per_job is not None:
+        mem.run_worker(until_idle=True)
 
 
 def run_budget(
@@ -186,8 +202,10 @@ def run_budget(
     share: float,
     data_dir: Path,
     model: str = "json",
+    turns_per_job: int | None = None,
 ) -> tuple[dict[str, Tally], int, Resends, int]:
-    """Replay the conversation at one history budget.
+    """Replay the conversation at one history budget: inline, or (``turns_per_job``) in
+    background mode with cards made soon after ``record``.
 
     Returns:
         The tallies by kind, the budget used, the messages' requests, the failed attempts.
@@ -204,6 +222,8 @@ def run_budget(
         tally.tokens_in += sum(counter.count_text(str(m["content"])) for m in body["messages"])
         system, material = (str(message["content"]) for message in body["messages"])
         current, _, new = material.partition("\n\nNew messages:\n")
+        if not new:  # an extraction request: no summary, only the messages
+            current, new = "", material
         tally.instructions += counter.count_text(system)
         tally.summary += counter.count_text(current)
         tally.transcript += counter.count_text(new)
@@ -228,11 +248,15 @@ def run_budget(
             context_window=history_budget + 2_000,
             max_output=1_000,
             safety_margin=1_000,
-            summary={"mode": "inline", "debounce_seconds": 0, "backoff_seconds": 0},
-            cards={"embedder": "hashing", "k": 0},
+            summary={
+                "mode": "inline" if turns_per_job is None else "background",
+                "debounce_seconds": 0,
+                "backoff_seconds": 0,
+            },
+            cards={"embedder": "hashing", "k": 0, "debounce_seconds": 0},
         )
         with mem:
-            replay(mem, script)
+            replay(mem, script, turns_per_job)
             budget = mem.budget.history
     if failed and model == "json":
         raise RuntimeError(f"{len(failed)} failed attempt(s), e.g. {failed[0].error}")
@@ -269,7 +293,10 @@ def main() -> None:
     parser.add_argument("--history-budget", type=int, nargs="+", default=[8_000, 16_000, 32_000])
     parser.add_argument("--summary-share", type=float, default=0.3)
     parser.add_argument("--model", choices=("json", "prose", "refusing"), default="json")
+    parser.add_argument("--archive", choices=("folds", "soon"), default="folds")
+    parser.add_argument("--turns-per-job", type=int, default=1)
     args = parser.parse_args()
+    turns_per_job = args.turns_per_job if args.archive == "soon" else None
 
     counter = TiktokenCounter("gpt-4o-mini")
     script = conversation(args.turns)
@@ -278,7 +305,12 @@ def main() -> None:
     print(
         f"conversation: {args.turns:,} turns, {len(messages):,} messages, {own_tokens:,} tokens; "
         f"fake summary {args.summary_share:.0%} of its input; model {args.model}; "
-        f"load {os.getloadavg()[0]:.1f}"
+        + (
+            "cards at folds (inline)"
+            if turns_per_job is None
+            else f"cards soon after record, {turns_per_job} turn(s) per job (background)"
+        )
+        + f"; load {os.getloadavg()[0]:.1f}"
     )
     print(
         f"{'history budget':>14}  {'LLM use':<16}{'calls':>7}{'input tokens':>15}"
@@ -288,7 +320,7 @@ def main() -> None:
     for budget in args.history_budget:
         with tempfile.TemporaryDirectory() as folder:
             tallies, used, resends, failed = run_budget(
-                budget, script, args.summary_share, Path(folder), args.model
+                budget, script, args.summary_share, Path(folder), args.model, turns_per_job
             )
         both = Tally(
             sum(t.calls for t in tallies.values()), sum(t.tokens_in for t in tallies.values())

@@ -15,7 +15,8 @@ The proxied client presents a stratamem key bound to the benchmark's user, as ev
 
 Run from the repository root: ``python -m benchmarks.proxy`` (``--cards off`` to measure
 without long-term memory; ``--cards minilm``, the default, embeds each query with MiniLM and
-searches the user's cards, of which there are none here: the worker only folds summaries).
+searches the user's cards, which the workers make of each turn within seconds of its reply,
+``cards.archive_promptly``; the proxy runs a worker thread of its own beside the worker process).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def answer(
             model=mem.settings.model, messages=context.messages, tools=TOOLS
         )
         reply = response.choices[0].message
-        record_reply(mem, reply, user_id=user_id, session_id=session_id)
+        record_reply(mem, reply, user_id=user_id, session_id=session_id, context=context)
         messages.append(reply)
         if not reply.tool_calls:
             return reply.content or ""

@@ -45,7 +45,7 @@ from memory.llm import (
     ReplyFormat,
     ScriptedChatModel,
 )
-from memory.settings import CardSettings, Settings, SummarySettings
+from memory.settings import CardSettings, JobSettings, Settings, SummarySettings
 from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "InterruptedCall",
     "InvalidHistoryError",
     "JobOutcome",
+    "JobSettings",
     "LLMChain",
     "LLMChainFailed",
     "LLMError",

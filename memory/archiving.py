@@ -4,21 +4,45 @@ path that writes what a conversation said into cards (after a fold, or when a se
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from memory.card_lifecycle import CardWriter
 from memory.cards import CardDraft as ExtractedDraft
 from memory.cards import CardExtractor, SourceMessage, resolve_date
+from memory.cards.caps import cap_drafts
+from memory.context.cut import cut_to_chars
 from memory.context.messages import Message
 from retrieval import CardDraft, Utterance, turn_card_text, turn_window
-from storage import ArchiveMarks, Card, MessageStore, StoredMessage
+from storage import MAX_CARD_TEXT_CHARS, ArchiveMarks, Card, MessageStore, StoredMessage
 
-__all__ = ["EXTRACTION_BATCH_MESSAGES", "MessageArchiving", "source_message"]
+__all__ = [
+    "ARCHIVE_BATCH_MESSAGES",
+    "EXTRACTION_BATCH_MESSAGES",
+    "TURN_MESSAGE_CHARS",
+    "TURN_NEIGHBOUR_CHARS",
+    "MessageArchiving",
+    "source_message",
+]
+
+logger = logging.getLogger(__name__)
 
 #: The most messages one extraction call reads: a long archived range (a session ended after
 #: hours, a first fold of an imported conversation) is split in chunks of this many, so a
 #: prompt stays bounded (each message is cut to ``prompt_chars_per_message`` too).
 EXTRACTION_BATCH_MESSAGES = 60
+
+#: The most stored messages one step of ``archive_through`` reads, archives and then moves the
+#: archive mark past: a session of 20,000 messages is archived step by step, each step's
+#: messages, drafts and embeddings in memory at a time, and a crash loses one step's work
+#: (a few seconds). Eight extraction batches when every message is a turn.
+ARCHIVE_BATCH_MESSAGES = 8 * EXTRACTION_BATCH_MESSAGES
+
+#: How much of a message a turn card holds (a pasted document is a message too): the message
+#: itself, and each neighbour beside it. Cut with a marker saying how much was left out; the
+#: message stays whole in the history.
+TURN_MESSAGE_CHARS = 16_000
+TURN_NEIGHBOUR_CHARS = 4_000
 
 #: Messages loaded either side of an archived range, so its first and last turns get their
 #: neighbours (tool messages between turns are skipped, hence more than one).
@@ -39,9 +63,13 @@ class MessageArchiving:
     def archive_through(self, user_id: str, session_id: str, through: int | None) -> int:
         """Archive the session's messages after its archive mark, through seq ``through``.
 
-        ``None`` archives every message of the session (a session that ends). The mark moves
-        only after the cards are stored; a retry after a failure in between stores the same
-        cards again, which the store merges (same content, same card), so nothing is doubled.
+        ``None`` archives every message of the session (a session that ends). In steps of
+        ``ARCHIVE_BATCH_MESSAGES`` messages: each step stores its cards, then moves the mark
+        past its messages, so a long session is archived step by step with one step in
+        memory, and a crash loses one step. A retry after a crash between the cards and the
+        mark stores the same cards again, which the store merges (same content, same card;
+        a message's turn card is its one turn card whatever its neighbours by then), so
+        nothing is doubled.
 
         Returns:
             How many messages were archived.
@@ -50,12 +78,18 @@ class MessageArchiving:
             SessionErasedError: The session was erased meanwhile; what is left is not stored.
         """
         mark = self._marks.get(user_id, session_id)
-        if through is not None and through <= mark:
-            return 0
-        _, archived = self.archive(user_id, session_id, mark, through)
-        if archived:
-            self._marks.advance(user_id, session_id, archived[-1])
-        return len(archived)
+        archived = 0
+        while through is None or mark < through:
+            upto = mark + ARCHIVE_BATCH_MESSAGES
+            if through is not None:
+                upto = min(upto, through)
+            _, read = self.archive(user_id, session_id, mark, upto)
+            if not read:
+                break  # nothing after the mark: the session's end
+            # A concurrent archive may have moved the mark further: go on from there.
+            mark = self._marks.advance(user_id, session_id, read[-1])
+            archived += len(read)
+        return archived
 
     def archive_mark(self, user_id: str, session_id: str) -> int:
         """The seq through which the session's messages are archived as cards (0: none)."""
@@ -144,16 +178,31 @@ class MessageArchiving:
         # The turns first: what was said is findable even if extraction then takes long.
         cards = self._writer.write(user_id, drafts)
         if extracted is not None:
-            stored_drafts = [_stored_draft(session_id, draft, by_seq) for draft in extracted]
-            cards += self._writer.write(user_id, stored_drafts)
+            cards += self._store_extracted(user_id, session_id, extracted, by_seq)
             sources = []  # extracted already: no call
         # One extraction per archived range (a fold or a session's end), never per message;
         # each batch is stored as soon as it is extracted, in the order it was said.
         for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
             extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
-            batch = [_stored_draft(session_id, draft, by_seq) for draft in extraction.cards]
-            cards += self._writer.write(user_id, batch)
+            cards += self._store_extracted(user_id, session_id, extraction.cards, by_seq)
         return cards, [stored for stored in loaded if archived(stored)]
+
+    def _store_extracted(
+        self,
+        user_id: str,
+        session_id: str,
+        extracted: Sequence[ExtractedDraft],
+        by_seq: dict[int, StoredMessage],
+    ) -> list[Card]:
+        """Store extracted drafts within the card bounds (``memory.cards.caps``): a model's
+        reply was capped as it was read; this holds the rules' drafts to the same sizes."""
+        capped = cap_drafts(extracted, max_cards=None)
+        if capped.changed:
+            logger.warning(
+                "cards of session %r over their bounds: %s", session_id, capped.describe()
+            )
+        drafts = [_stored_draft(session_id, draft, by_seq) for draft in capped.cards]
+        return self._writer.write(user_id, drafts)
 
 
 def source_message(stored: StoredMessage, message: Message) -> SourceMessage | None:
@@ -179,12 +228,23 @@ def _turn_card(
     message: Message,
     window: Sequence[tuple[StoredMessage, Message]],
 ) -> CardDraft:
-    """The turn card of one message: it and its neighbours, dated, as measured best."""
-    utterances = [Utterance(speaker=_speaker(m), text=m.text.strip()) for _, m in window]
+    """The turn card of one message: it and its neighbours, dated, as measured best; keyed
+    by the message (the store keeps one turn card per message)."""
+    utterances = [
+        Utterance(
+            speaker=_speaker(m),
+            text=cut_to_chars(
+                m.text.strip(), TURN_MESSAGE_CHARS if s is stored else TURN_NEIGHBOUR_CHARS
+            ),
+        )
+        for s, m in window
+    ]
     resolved = resolve_date(message.text, stored.created_at)
+    text = turn_card_text(utterances, day=stored.created_at.date())
     return CardDraft(
         type="turn",
-        text=_storable(turn_card_text(utterances, day=stored.created_at.date())),
+        text=_storable(cut_to_chars(text, MAX_CARD_TEXT_CHARS)),
+        turn_message_id=stored.id,
         session_id=session_id,
         tags=[message.role],
         source_message_ids=[s.id for s, _ in window],

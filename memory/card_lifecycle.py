@@ -39,6 +39,10 @@ class CardWriter:
         A stored card said later than the draft keeps precedence (an older session archived
         late closes nothing newer; its card is closed by the newer one instead).
 
+        The chains stay acyclic with one current card per fact, whatever order, repetition or
+        retry the statements come in: a card is only ever closed in favour of a card that is
+        valid at that moment, and of a fact's cards the one stated last stays valid.
+
         Returns:
             The stored cards in the order of ``drafts``, as they were before any closing.
         """
@@ -57,25 +61,32 @@ class CardWriter:
         stored = self._index.add(user_id, drafts)
         keyed = [i for i, draft in enumerate(drafts) if _keyed(draft)]
         said = {i: drafts[i].observed_at or stored[i].observed_at for i in keyed}
+        # Each card as it is now: ``stored`` holds them as they were before any closing, and a
+        # batch may state one fact twice (Berlin, Lisbon, Berlin: one Berlin card).
+        latest: dict[int, Card] = {}
         for position in sorted(keyed, key=lambda i: (said[i], i)):
-            card = stored[position]
+            card = latest.get(stored[position].id, stored[position])
             if card.type == "turn":
                 continue
-            if card.valid_to is not None:
-                # The same content as a superseded card: the fact came back (moved back home).
-                card = store.revive(user_id, card.id, said[position])
-            self._supersede(user_id, drafts[position], card, said[position], current)
+            self._apply(user_id, drafts[position], card, said[position], current, latest)
         return stored
 
-    def _supersede(
+    def _apply(
         self,
         user_id: str,
         draft: CardDraft,
         card: Card,
         said: datetime,
         current: dict[int, Card],
+        latest: dict[int, Card],
     ) -> None:
-        """Close the valid cards ``card`` replaces; ``current`` tracks the valid keyed cards."""
+        """Apply one statement: of ``card`` and the valid cards it rivals, the one stated last
+        stays valid and closes the others.
+
+        ``current`` holds the valid keyed cards and ``latest`` every card changed so far; both
+        are kept up to date. A card is closed only in favour of a valid one, so no chain ever
+        turns back on itself.
+        """
         store = self._index.store
         judged = JudgedDraft(
             type=draft.type,
@@ -92,16 +103,31 @@ class CardWriter:
                 "card %d of user %r contradicts pinned card %s; the pin stays valid",
                 card.id, user_id, conflict,
             )  # fmt: skip
-        for old_id in decision.supersedes:
-            old = current[int(old_id)]
-            if old.observed_at > said and not card.pinned:
-                # The stored card is newer than this one: this one is the outdated statement.
-                store.supersede(user_id, card.id, old.id)
-                current.pop(card.id, None)
-                return
-            store.supersede(user_id, old.id, card.id)
-            del current[old.id]
-        current[card.id] = card
+        rivals = [current[int(i)] for i in decision.supersedes]
+        # Ties go to the statement applied now: it was said last among equals.
+        stated = max(said, card.valid_from) if card.valid_to is None else said
+        newest = max(rivals, key=_stated, default=None)
+        if card.pinned or newest is None or _stated(newest) <= stated:
+            if card.valid_to is not None or said > card.valid_from:
+                # The same content as a superseded card: the fact came back (moved back home);
+                # or said again: its validity runs from the latest statement, so a value said
+                # between the two does not count as newer.
+                card = latest[card.id] = store.revive(user_id, card.id, said)
+            winner = card
+        else:
+            # A valid card was stated after this one: this one is the outdated statement.
+            winner = newest
+        for loser in [card, *rivals]:
+            if loser.id != winner.id and loser.valid_to is None and not loser.pinned:
+                latest[loser.id] = store.supersede(user_id, loser.id, winner.id)
+                current.pop(loser.id, None)
+        if winner.valid_to is None:
+            current[winner.id] = winner
+
+
+def _stated(card: Card) -> datetime:
+    """When a valid card was last stated: said, or said again after it had been superseded."""
+    return max(card.observed_at, card.valid_from)
 
 
 def _keyed(draft: CardDraft) -> bool:

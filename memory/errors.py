@@ -12,6 +12,8 @@
     ├── ConfigurationError          settings that cannot work together
     ├── PinBudgetError              (also ValueError) a pin would exceed the pin budget
     ├── CardNotFoundError           (also LookupError) the user has no card with this id
+    ├── ExportFormatError           (also ValueError) a line of an export file is not one an
+    │                               import can take (it names the line); nothing imported
     └── LLMError                    a chat model call failed (the summariser degrades on it)
         └── ReplyFormatError        the reply is not the JSON asked for at all (prose)
 
@@ -28,6 +30,7 @@ __all__ = [
     "CardNotFoundError",
     "ConfigurationError",
     "ContextOverflowError",
+    "ExportFormatError",
     "InvalidHistoryError",
     "LLMError",
     "PinBudgetError",
@@ -160,6 +163,18 @@ class PinBudgetError(StratamemError, ValueError):
 
 class CardNotFoundError(StratamemError, LookupError):
     """The user has no card with this id (another user's card is never found)."""
+
+
+class ExportFormatError(StratamemError, ValueError):
+    """A line of an export is malformed or refers to nothing before it; nothing was imported.
+
+    Attributes:
+        line: The line's number (from 1).
+    """
+
+    def __init__(self, line: int, what: str) -> None:
+        super().__init__(f"line {line}: {what}")
+        self.line = line
 
 
 class LLMError(StratamemError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from types import TracebackType
@@ -22,8 +22,9 @@ from memory.errors import (
     ConfigurationError,
 )
 from memory.folding import Folding
-from memory.idle import IdleSessions
+from memory.idle import FinishedJobs, IdleSessions, IdleWork
 from memory.intake import batch_items, parse_input
+from memory.items import Items
 from memory.jobs import WorkerRun
 from memory.llm import ChatModel
 from memory.longterm import LongTermMemory
@@ -31,6 +32,7 @@ from memory.parts import build_parts
 from memory.preparing import Preparer
 from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
+from memory.transfer import Imported, export_lines, import_lines
 from memory.worker import CARDS, END_OF_SESSION, Worker
 from retrieval import CardQuery, Embedder, ScoredCard
 from storage import (
@@ -86,7 +88,7 @@ class Memory:
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
         self._stop = threading.Event()
-        self._worker_threads: list[threading.Thread] = []
+        self._worker_threads: list[tuple[threading.Thread, threading.Event]] = []
 
     @classmethod
     def open(
@@ -240,8 +242,9 @@ class Memory:
             PinBudgetError: the user's pins with this one would exceed the pin budget
                 (``cards.pin_budget_ratio`` of the history budget, in tokens).
             ValueError: ``text`` is blank.
-            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
-                string.
+            InvalidInputError: ``text`` holds a NUL or a lone surrogate, ``tags`` is one
+                string, or a part is over the card bounds (``storage.MAX_CARD_TOPIC_CHARS``
+                and the others).
             ConfigurationError: long-term memory is disabled.
         """
         if not isinstance(text, str):
@@ -306,6 +309,7 @@ class Memory:
         if card_id is None:
             self._parts.recent.forget(user_id, session_id)
             self._parts.queued.forget(user_id, session_id)
+            self._parts.queued_archiving.forget(user_id, session_id)
         return Forgotten(**{f.name: getattr(erased, f.name) for f in fields(erased)})
 
     def end_session(self, *, user_id: str, session_id: str) -> None:
@@ -320,9 +324,59 @@ class Memory:
         """
         longterm = self._longterm()
         if self._background:
+            self._parts.queued_archiving.forget(user_id, session_id)  # the job is due now
             self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
             longterm.archive_through(user_id, session_id, None)
+
+    @property
+    def items(self) -> Items:
+        """The items of framework stores (``memory.integrations.langgraph.StratamemStore``):
+        JSON objects under a namespace and a key, owned by a user, deleted by ``forget`` of
+        the user, found by the cards' embedder and keywords.
+
+        Raises:
+            ConfigurationError: long-term memory is disabled (its embedder indexes items).
+        """
+        items = self._parts.items
+        if items is None:
+            raise ConfigurationError("long-term memory is disabled (cards.enabled=False)")
+        return items
+
+    def export_user(self, *, user_id: str) -> Iterator[str]:
+        """Everything of the user as JSON Lines (``memory.transfer_format``), one line at a
+        time without its newline: sessions with their messages and summaries, cards with
+        their validity and sources, pins, store items. Read in one snapshot; no embedding
+        is written, and no embedder is needed.
+        """
+        return export_lines(self._database, user_id)
+
+    def import_user(
+        self, lines: Iterable[str], *, user_id: str | None = None, merge: bool = False
+    ) -> Imported:
+        """Store an export (``export_user``'s lines) into its user, or into ``user_id``.
+
+        The whole file is read first, then stored in one transaction: a malformed line, or
+        anything that cannot be stored, stores nothing. The user must have no data unless
+        ``merge`` (then only its sessions must be new to the user). Cards and items are
+        embedded again by this memory's embedder.
+
+        Raises:
+            ExportFormatError: a line is malformed (named by its number).
+            storage.ImportConflictError: the user has data (without ``merge``), or has one
+                of the imported sessions.
+            ConfigurationError: the export has cards or items and long-term memory is off.
+        """
+        items = self._parts.items
+        return import_lines(
+            lines,
+            database=self._database,
+            counter=self.counter,
+            embedder=self._parts.embedder,
+            index_items=items.index_texts if items is not None else None,
+            user_id=user_id,
+            merge=merge,
+        )
 
     def _longterm(self) -> LongTermMemory:
         longterm = self._parts.longterm
@@ -358,7 +412,10 @@ class Memory:
         Once the messages after the summary boundary pass the fold trigger, the fold is queued
         (background mode) or done now, with the archiving of what it folds as cards (inline
         mode), as ``prepare`` would: ``prepare`` need never be called for a session to be
-        summarised and remembered.
+        summarised and remembered. In background mode the session's messages (those ``prepare``
+        stored included) also become cards within ``cards.debounce_seconds`` (a queued
+        ``cards`` job; ``cards.archive_promptly``), so the user's other sessions recall them
+        without this one ending.
 
         Raises:
             InvalidHistoryError: ``messages`` is a single message rather than a list, a
@@ -379,6 +436,7 @@ class Memory:
         after = reply_to.report.newest if reply_to is not None else None
         stored = self._parts.writer.record(user_id, session_id, batch, after=after)
         self._folding.fold_when_due(user_id, session_id)
+        self._folding.archive_soon(user_id, session_id)
         return stored
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:
@@ -426,12 +484,15 @@ class Memory:
     ) -> WorkerRun:
         """Run queued consolidations and card archiving.
 
-        By default in a background thread that runs until ``close``; with ``until_idle`` in
-        the caller's thread, returning once no job is pending (for scripts and tests) or once
-        ``stop`` is set (the running job is finished first). Each job runs with the parameters
+        By default in a background thread that runs until ``close`` (or until ``stop`` is set;
+        ``close`` still waits for it); with ``until_idle`` in the caller's thread, returning
+        once no job is pending (for scripts and tests) or once ``stop`` is set (the running
+        job is finished first). Each job runs with the parameters
         it was queued with, and is logged (session, messages folded, summary kind, duration).
         With long-term memory on, a worker with nothing to do queues the archiving of sessions
-        idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute.
+        idle for ``cards.idle_seconds`` (as ``end_session`` would), at most once a minute;
+        then it deletes the jobs finished longer ago than ``jobs.done_retention_seconds``
+        (failed ones: ``jobs.failed_retention_seconds``).
 
         Returns:
             What ran (filled in as jobs finish when the worker runs in a thread).
@@ -446,25 +507,29 @@ class Memory:
             worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures
             return run
+        until = stop if stop is not None else self._stop
         thread = threading.Thread(
-            target=worker.run, args=(self._stop,), name="stratamem-worker", daemon=True
+            target=worker.run, args=(until,), name="stratamem-worker", daemon=True
         )
         thread.start()
-        self._worker_threads.append(thread)
+        self._worker_threads.append((thread, until))
         return run
 
-    def _idle_task(self) -> IdleSessions | None:
-        """The worker's sweep of idle sessions (none when long-term memory is off)."""
-        if self._parts.longterm is None:
-            return None
-        return IdleSessions(
-            ArchiveMarks(self._database), self._parts.jobs, self.settings.cards.idle_seconds
-        )
+    def _idle_task(self) -> IdleWork:
+        """The worker's idle work: the sweep of idle sessions (when long-term memory is on),
+        and the deletion of finished jobs past their retention."""
+        sweep = None
+        if self._parts.longterm is not None:
+            sweep = IdleSessions(
+                ArchiveMarks(self._database), self._parts.jobs, self.settings.cards.idle_seconds
+            )
+        return IdleWork(sweep, FinishedJobs(self._parts.jobs, self.settings.jobs))
 
     def close(self) -> None:
         """Stop the worker threads and release the database connections."""
         self._stop.set()
-        for thread in self._worker_threads:
+        for thread, stop in self._worker_threads:
+            stop.set()
             thread.join()
         self._database.close()
 
@@ -497,4 +562,7 @@ class Forgotten(Erased):
         )
         described = [f"{number:,} {one if number == 1 else many}" for number, one, many in counts]
         described[2] += f" ({self.card_terms:,} keyword term{'' if self.card_terms == 1 else 's'})"
+        if self.store_items:  # only stores' users have any: the others' line stays as it was
+            plural = "" if self.store_items == 1 else "s"
+            described.append(f"{self.store_items:,} store item{plural}")
         return ", ".join(described)

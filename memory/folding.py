@@ -2,7 +2,9 @@
 
 ``prepare`` folds once the window passes the trigger and archives raw what the cap would
 otherwise drop; ``record`` folds once the stored tokens after the summary pass the trigger.
-What a fold takes out of the window is also archived as cards (long-term memory).
+What a fold takes out of the window is also archived as cards (long-term memory), and in
+background mode what ``record`` and ``prepare`` store is archived within seconds anyway
+(``archive_soon``), so that the user's other sessions recall it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import UTC, datetime
 from memory.parts import Parts
 from memory.recent import RecentWindow
 from memory.settings import Settings
-from memory.worker import CARDS, CONSOLIDATE
+from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION
 from storage import SummaryRecord
 
 __all__ = ["Folding"]
@@ -81,9 +83,41 @@ class Folding:
         if longterm is None:
             return
         if self._background:
+            # Due now: a pending job of the session is moved earlier, and no longer surely
+            # pending when the next records come.
+            self._parts.queued_archiving.forget(user_id, session_id)
             self._parts.jobs.enqueue(CARDS, user_id, session_id)
         else:
             longterm.archive_through(user_id, session_id, saved.boundary_seq)
+
+    def archive_soon(self, user_id: str, session_id: str) -> None:
+        """Queue the archiving of the session's stored messages as cards, debounced.
+
+        Background mode with ``cards.archive_promptly`` (``record`` calls it): a ``cards`` job
+        that archives every message not archived yet (turn cards, then one extraction per
+        range), due ``cards.debounce_seconds`` from now. Messages stored meanwhile, by
+        ``record`` or ``prepare``, join it: a pending job keeps its earlier time
+        (``JobQueue.enqueue``), and while the job this process created is surely pending, a
+        record queues nothing (``QueuedArchiving``). A fold that comes later finds those
+        messages archived and asks its model for the summary alone (``memory.shared_fold``):
+        nothing is extracted twice. Inline mode archives at folds and ``end_session``.
+        """
+        cards = self._settings.cards
+        if self._parts.longterm is None or not self._background or not cards.archive_promptly:
+            return
+        queued = self._parts.queued_archiving
+        if queued.pending(user_id, session_id):
+            return
+        asked = queued.now()
+        created = self._parts.jobs.enqueue(
+            CARDS,
+            user_id,
+            session_id,
+            delay_seconds=cards.debounce_seconds,
+            params={END_OF_SESSION: True},
+        )
+        if created:
+            queued.created(user_id, session_id, asked, cards.debounce_seconds)
 
     def archive_inline(
         self,

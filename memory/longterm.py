@@ -21,6 +21,8 @@ from memory.cards import (
     rewrite_query,
     time_range_of_query,
 )
+from memory.cards.asking import attributes_asked
+from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message, quote_memory
 from memory.context.report import RecalledCard, RecallState
@@ -28,6 +30,7 @@ from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
 from memory.settings import CardSettings, SummarySettings
+from memory.validity import current_first, names_property
 from retrieval import (
     CardDraft,
     CardIndex,
@@ -54,10 +57,6 @@ from storage import (
 __all__ = ["LongTermMemory", "Recall", "default_embedder"]
 
 logger = logging.getLogger(__name__)
-
-#: The longest a query rewrite may wait for the model, in seconds: it is on the request path,
-#: so one attempt, no fallback model, and the original text when it is late.
-REWRITE_TIMEOUT_S = 3.0
 
 
 def default_embedder(settings: CardSettings) -> Embedder:
@@ -101,7 +100,8 @@ class LongTermMemory(MessageArchiving):
             settings: The cards settings.
             pin_budget: The most tokens the user's pins may take.
             chat: The chat model (the summariser's): it extracts cards, and ``recall`` asks it
-                to rewrite an input the rules cannot resolve. ``None``: rules only (offline).
+                to rewrite an input the rules cannot resolve, within
+                ``settings.rewrite_deadline_ms`` (0: never). ``None``: rules only (offline).
             summary: The summariser's settings: models, retries, timeouts and backoff of the
                 extraction and rewrite calls too.
             on_extraction_event: Also receives every extraction event (all are logged).
@@ -122,7 +122,9 @@ class LongTermMemory(MessageArchiving):
         self._settings = settings
         #: The most tokens the user's pins may take in a request.
         self.pin_budget = pin_budget
-        self._rewriter = _rewrite_chain(chat, summary) if chat is not None else None
+        deadline_s = settings.rewrite_deadline_ms / 1000
+        self._rewriter = _rewrite_chain(chat, summary, deadline_s) if chat and deadline_s else None
+        self._rewrite_deadline = Deadline(deadline_s) if deadline_s else None
 
     def extractor_for(self, settings: SummarySettings) -> CardExtractor:
         """An extractor with other chain settings (a job's), reporting to the same events."""
@@ -224,8 +226,9 @@ class LongTermMemory(MessageArchiving):
         """The memories of one request: pins first, then the cards best matching its input.
 
         The input is the newest user message of ``window``; the messages before it resolve its
-        references (``rewrite_query``: rules, then the chat model when one is configured and the
-        rules cannot decide, then the input as written). The rewrite is searched, never shown:
+        references (``rewrite_query``: rules, then, when the rules cannot decide, the chat model
+        if one is configured with a rewrite deadline, waited for that long at most, then the
+        input as written). The rewrite is searched, never shown:
         the prompt keeps the user's message. A time the input names (``"last week"``) boosts
         the cards of that time, counted from when the message was stored. Cards all of whose
         sources are in the window are left out: the model sees those messages already.
@@ -245,7 +248,10 @@ class LongTermMemory(MessageArchiving):
         if last_user is not None and self._settings.k > 0:
             stored, message = window[last_user]
             rewrite = rewrite_query(
-                message.text, [m for _, m in window[:last_user]], chat=self._rewriter
+                message.text,
+                [m for _, m in window[:last_user]],
+                chat=self._rewriter,
+                deadline=self._rewrite_deadline,
             )
             query, method = rewrite.query, rewrite.method
             in_window = {stored.id for stored, _ in window}
@@ -267,6 +273,11 @@ class LongTermMemory(MessageArchiving):
                     hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
                 )
             ]
+            # The current value of a fact first, stale memories marked and after it; nothing
+            # is cut here: the excerpts below stop at k memories or the token budget.
+            widened = self._settings.model_copy(update={"k": max(len(fresh), self._settings.k)})
+            searched = {hit.card.id for hit in fresh}
+            fresh = current_first(self.index, user_id, query, fresh, widened, pinned)
             excerpts = compose_excerpts(
                 fresh,
                 self.index.terms(query),
@@ -275,6 +286,7 @@ class LongTermMemory(MessageArchiving):
                 max_tokens=self._settings.max_tokens,
                 count=self._memory_tokens,
                 min_similarity=self._settings.min_score,
+                vouched=self._vouched(query, fresh, searched),
             )
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
@@ -282,6 +294,18 @@ class LongTermMemory(MessageArchiving):
             ]
             recalled += [self._recalled(excerpt) for excerpt in excerpts]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+    @staticmethod
+    def _vouched(query: str, hits: Sequence[ScoredCard], searched: set[int]) -> set[int]:
+        """The cards recall sends whatever their scores: the current value of a fact that
+        ``current_first`` brought in, and the current card of a property the query names."""
+        asked = attributes_asked(query)
+        return {
+            hit.card.id
+            for hit in hits
+            if hit.card.id not in searched
+            or (asked and hit.card.valid_to is None and names_property(hit.card, asked))
+        }
 
     def _candidates(self) -> int:
         """How many cards recall weighs: enough for ``k`` memories of overlapping turn cards,
@@ -313,34 +337,46 @@ class LongTermMemory(MessageArchiving):
         )
 
 
-def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None) -> LLMChain:
-    """The chain that rewrites queries: the summariser's model, one short attempt.
+def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s: float) -> LLMChain:
+    """The chain that rewrites queries: the summariser's model, one attempt within the deadline.
 
     A user waits for ``prepare``: the summariser's six attempts of 60 s each would turn a slow
     model into a minute-long request, while the original text is a fine query most of the time.
+    The ``Deadline`` bounds the wait; the client's own timeout, the same, ends an abandoned
+    call soon after, so it does not hold its thread and connection for a minute.
     """
     settings = summary or SummarySettings()
     quick = settings.model_copy(
         update={
             "retries": 1,
             "fallback_retries": 0,
-            "timeout": min(settings.timeout, REWRITE_TIMEOUT_S),
+            "timeout": min(settings.timeout, deadline_s),
         }
     )
     return LLMChain.for_settings(chat, quick, temperature=0.0)
 
 
 def _memory(card: Card, score: float) -> RetrievedMemory:
-    """A card as a memory of the prompt, with its date (turn cards carry theirs already).
+    """A card as a memory of the prompt, with its date (turn cards carry theirs already) and,
+    when what it says no longer holds, until when it did: ``[3 March 2025, until 4 April
+    2025] User lives in Lyon``, ``[until 4 April 2025] [3 March 2025] User: I live in Lyon``.
 
     A pin is shown as written: it holds whenever it was said, and its tokens are known when it
     is pinned (the pin budget is checked then).
     """
     text = card.text
+    until = f"until {_day(card.valid_to)}" if card.valid_to is not None else None
     if card.type != "turn" and not card.pinned:
-        when = card.occurred_at or card.observed_at
-        text = f"[{when.day} {when.strftime('%B')} {when.year}] {text}"
+        when = _day(card.occurred_at or card.observed_at)
+        text = f"[{when}, {until}] {text}" if until else f"[{when}] {text}"
+    elif until:
+        text = f"[{until}] {text}"
     return RetrievedMemory(text=text, score=score, pinned=card.pinned, id=str(card.id))
+
+
+def _day(moment: datetime) -> str:
+    """``4 April 2025``, as memories show a day."""
+    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
 
 
 def _must(message: Message | None) -> Message:

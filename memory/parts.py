@@ -11,10 +11,11 @@ from memory.context.budget import Budget, plan_budget
 from memory.context.messages import Message
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
 from memory.errors import ContextOverflowError
+from memory.items import Items
 from memory.jobs import ConsolidationJobs, WorkerRun
 from memory.llm import ChatModel, OpenAIChatModel
 from memory.longterm import LongTermMemory, default_embedder
-from memory.queued import QueuedConsolidations
+from memory.queued import QueuedArchiving, QueuedConsolidations
 from memory.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
@@ -23,6 +24,7 @@ from memory.summary.summarizer import Summarizer, SummaryEvent
 from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler
 from memory.writer import SessionWriter
 from retrieval import Embedder
+from retrieval.items import ItemIndex
 from storage import (
     Database,
     Job,
@@ -32,6 +34,7 @@ from storage import (
     SummaryRecord,
     SummaryStore,
 )
+from storage.items import ItemStore
 
 __all__ = ["Parts", "build_parts"]
 
@@ -53,6 +56,11 @@ class Parts:
     llm_configured: bool
     longterm: LongTermMemory | None
     queued: QueuedConsolidations
+    queued_archiving: QueuedArchiving
+    #: Framework stores' items, found by the cards' embedder (none with long-term memory off).
+    items: Items | None = None
+    #: The embedder of cards and items (none with long-term memory off).
+    embedder: Embedder | None = None
 
     @property
     def consolidator(self) -> Consolidator:
@@ -163,11 +171,14 @@ def build_parts(
     messages = MessageStore(database)
     summaries = SummaryStore(database)
     longterm = None
+    items = None
     if settings.cards.enabled:
+        embedder = embedder or default_embedder(settings.cards)
+        items = Items(ItemIndex(ItemStore(database), embedder))
         longterm = LongTermMemory(
             database,
             messages,
-            embedder or default_embedder(settings.cards),
+            embedder,
             counter,
             settings.cards,
             pin_budget=int(budget.history * settings.cards.pin_budget_ratio),
@@ -201,6 +212,9 @@ def build_parts(
         archiver=Consolidator(messages, summaries, archiver, policy, max_step_tokens=2**62),
         llm_configured=chat is not None,
         longterm=longterm,
+        items=items,
+        embedder=embedder if settings.cards.enabled else None,
         # Asked for again after a second (or the debounce) if the summary has not moved.
         queued=QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds)),
+        queued_archiving=QueuedArchiving(),
     )

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from pydantic import BaseModel
+
 from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
 from memory.context.units import fit_newest_start, turn_start, unit_spans
@@ -63,10 +65,12 @@ class RecentMessages:
     Args:
         store: where the messages are.
         counter: counts each message once, as it enters the cache (``RecentWindow.counts``).
-        max_bytes: the most memory the cached windows may hold over all sessions, measured
-            with ``sys.getsizeof`` over each stored payload and counted twice (the stored
-            record and its parsed message); the least recently used sessions are forgotten
-            first. Bytes, not tokens: a 1 MB image is a few hundred tokens.
+        max_bytes: the most memory the cached windows may hold over all sessions: each
+            message's stored record, parsed message and rendering, measured with
+            ``sys.getsizeof`` over every object they hold (each object once), plus its place
+            in the cache; the least recently used sessions are forgotten first. Bytes, not
+            tokens: a 1 MB image is a few hundred tokens. Measured against tracemalloc
+            (``benchmarks/recent_memory.py``), what the cache holds stays within 1.1x of this.
     """
 
     def __init__(
@@ -216,8 +220,10 @@ class RecentMessages:
             if not window.stored:
                 return
             sizes = {
-                r.seq: known.get(r.seq) or _record_bytes(r, rendering)
-                for r, rendering in zip(window.stored, window.rendered, strict=True)
+                r.seq: known.get(r.seq) or _held_bytes(r, message, rendering)
+                for r, message, rendering in zip(
+                    window.stored, window.messages, window.rendered, strict=True
+                )
             }
             self._cache[key] = window
             self._sizes[key] = sizes
@@ -230,15 +236,37 @@ class RecentMessages:
 #: Messages each query of a walk back reads: a window of a few thousand tokens in one read.
 _BATCH = 128
 
-#: What a cached message costs beyond its payload: the record, the parsed message, the tuples.
-MESSAGE_OVERHEAD_BYTES = 1_000
+#: What the cache keeps for a message beside its objects: its slots in the window's tuples,
+#: its token count, its entry in the table of sizes (measured with tracemalloc by
+#: ``benchmarks/recent_memory.py``).
+SLOT_BYTES = 100
 
 
-def _record_bytes(record: StoredMessage, rendering: dict[str, Any]) -> int:
-    """The memory a cached message holds: its payload twice (record and parsed message), and
-    its rendering when that is not the payload itself."""
-    size = 2 * _deep_size(record.payload) + MESSAGE_OVERHEAD_BYTES
-    return size if rendering is record.payload else size + _deep_size(rendering)
+def _held_bytes(record: StoredMessage, message: Message, rendering: dict[str, Any]) -> int:
+    """The memory a cached message holds: ``sys.getsizeof`` of every object reachable from its
+    record, parsed message and rendering, each counted once (they share their strings), and
+    ``SLOT_BYTES``. Field names of the models are the classes' own, not counted."""
+    seen: set[int] = set()
+    total = SLOT_BYTES
+    stack: list[object] = [record, message, rendering]
+    while stack:
+        value = stack.pop()
+        if value is None or isinstance(value, bool) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        total += sys.getsizeof(value)
+        if isinstance(value, dict):
+            stack += value
+            stack += value.values()
+        elif isinstance(value, list | tuple):
+            stack += value
+        elif isinstance(value, BaseModel):
+            # Its attributes' dict and its set of given fields: their keys are field names.
+            total += sys.getsizeof(value.__dict__) + sys.getsizeof(value.__pydantic_fields_set__)
+            stack += value.__dict__.values()
+            if value.__pydantic_extra__ is not None:
+                stack.append(value.__pydantic_extra__)
+    return total
 
 
 def _seq(record: StoredMessage) -> int:
@@ -280,17 +308,6 @@ def _copied(value: Any) -> Any:
     if type(value) is list:
         return [_copied(item) for item in value]
     return value
-
-
-def _deep_size(value: object) -> int:
-    """``sys.getsizeof`` of a JSON-like value and everything in it (O(1) per string)."""
-    if isinstance(value, dict):
-        return sys.getsizeof(value) + sum(
-            sys.getsizeof(key) + _deep_size(item) for key, item in value.items()
-        )
-    if isinstance(value, list):
-        return sys.getsizeof(value) + sum(_deep_size(item) for item in value)
-    return sys.getsizeof(value)
 
 
 def _is_unit_start_past(record: StoredMessage, tokens: int, budget: int, seen_user: bool) -> bool:

@@ -21,7 +21,7 @@ from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import ConfigurationError
 from storage import default_data_dir
 
-__all__ = ["CardSettings", "Settings", "SummarySettings"]
+__all__ = ["CardSettings", "JobSettings", "Settings", "SummarySettings"]
 
 
 class SummarySettings(BaseModel):
@@ -101,7 +101,18 @@ class CardSettings(BaseModel):
             or ``None`` for ``k`` alone.
         pin_budget_ratio: pinned cards may take at most this share of the history budget.
         idle_seconds: a session idle this long is treated as ended (by the worker).
+        archive_promptly: in background mode, ``record`` queues a ``cards`` job, due
+            ``debounce_seconds`` later, that makes cards (turn cards and extracted ones) of
+            every message of the session not archived yet (the inputs ``prepare`` stored
+            included), so the user's other sessions recall them within seconds. Off, messages
+            become cards when a fold takes them out of the window, at ``end_session``, or
+            after ``idle_seconds``. Inline mode archives at folds and ``end_session`` either
+            way.
+        debounce_seconds: how long that job waits for more messages.
         embedder: ``minilm`` (all-MiniLM-L6-v2, offline) or ``hashing`` (a model-free fake).
+        rewrite_deadline_ms: the longest ``prepare`` waits for the chat model to rewrite an
+            input the rules cannot make self-contained; 0 (the default) never asks the model
+            (``prepare`` never waits for an LLM). A late answer is dropped, never awaited.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -116,7 +127,30 @@ class CardSettings(BaseModel):
     max_tokens: int | None = Field(default=None, gt=0)
     pin_budget_ratio: float = Field(default=0.1, ge=0, le=1)
     idle_seconds: float = Field(default=1_800.0, gt=0)
+    archive_promptly: bool = True
+    debounce_seconds: float = Field(default=5.0, ge=0)
     embedder: Literal["minilm", "hashing"] = "minilm"
+    rewrite_deadline_ms: int = Field(default=0, ge=0)
+
+
+class JobSettings(BaseModel):
+    """Background jobs once they are finished.
+
+    Attributes:
+        done_retention_seconds: a job done this long ago is deleted by the worker, in its idle
+            time (a day: its row only says that it ran).
+        failed_retention_seconds: a job that failed for good this long ago is deleted likewise
+            (30 days: its last error says what went wrong, for whoever looks).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        with _as_configuration_error("jobs settings", type(self)):
+            super().__init__(**values)
+
+    done_retention_seconds: float = Field(default=86_400.0, ge=0)
+    failed_retention_seconds: float = Field(default=30 * 86_400.0, ge=0)
 
 
 class Settings(BaseSettings):
@@ -163,6 +197,7 @@ class Settings(BaseSettings):
     )
     summary: SummarySettings = Field(default_factory=SummarySettings)
     cards: CardSettings = Field(default_factory=CardSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
 
     @field_validator("database_url")
     @classmethod

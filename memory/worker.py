@@ -43,7 +43,9 @@ CONSOLIDATE = "consolidate"
 #: The job kind that archives a session's folded (or, at its end, all) messages as cards.
 CARDS = "cards"
 
-#: The ``cards`` job parameter that archives the whole session, not only what was folded.
+#: The ``cards`` job parameter that archives every stored message of the session, not only what
+#: was folded: at its end, and for messages archived soon after they were stored
+#: (``cards.archive_promptly``).
 END_OF_SESSION = "end"
 #: How long a job still running when the worker is asked to stop may take before its lease is
 #: released to other workers: shorter than the 10 s a container runtime waits before SIGKILL.

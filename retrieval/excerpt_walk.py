@@ -10,8 +10,9 @@ memory ``k + 1`` or would not fit the token budget.
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
-__all__ = ["Line", "render", "walk", "words_of"]
+__all__ = ["Line", "day_text", "render", "walk", "words_of"]
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Line:
         card: The position of that card among the candidates.
         opens: Whether it may open a memory.
         whole_turn: A turn card that could not be split (sent whole, once).
+        until: The end of its validity when the card that gave its score holds a value that
+            no longer holds (``memory.validity``); the excerpt shows it first.
         neighbours: The lines next to it in the conversation.
     """
 
@@ -42,6 +45,7 @@ class Line:
     card: int = -1  # position of the candidate that gave the score
     opens: bool = True
     whole_turn: bool = False
+    until: datetime | None = None
     neighbours: set[tuple[str, int]] = field(default_factory=set)
 
 
@@ -169,11 +173,20 @@ def _reach(
 
 
 def render(lines: Sequence[Line]) -> str:
-    """An excerpt's text: its lines in conversation order, the first one's day first."""
+    """An excerpt's text: its lines in conversation order, the first one's day first, and
+    before it the end of the validity of a stale line among them (``[until 4 April 2025]``)."""
     ordered = sorted(lines, key=lambda line: line.key)
     body = "\n".join(line.text for line in ordered)
     day = next((line.day for line in ordered if line.day), None)
-    return f"{day} {body}" if day else body
+    text = f"{day} {body}" if day else body
+    stale = [line.until for line in ordered if line.turn and line.until is not None]
+    until = min(stale, default=None)  # a whole card shows its own validity in its text
+    return f"[until {day_text(until)}] {text}" if until is not None else text
+
+
+def day_text(moment: datetime) -> str:
+    """``4 April 2025``, as memories show a day."""
+    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
 
 
 def words_of(text: str) -> str:

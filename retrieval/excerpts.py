@@ -12,7 +12,9 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    rank, where the line sits against the card's best line (the one holding most query terms),
    whether it asks instead of telling (or repeats word for word what was said elsewhere:
    boilerplate), and the share of the query's terms it holds. Any other card is one line.
-3. **Excerpts.** Lines are taken best first; a line next to one already taken joins its
+3. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
+   value that no longer holds, ``memory.validity``) after every other, its excerpt marked
+   ``[until 4 April 2025]``; a line next to one already taken joins its
    excerpt (consecutive lines of one conversation are one memory, dated once), a line said
    word for word already is left out, and the walk stops at the first line that would start
    memory ``k + 1`` or would not fit the token budget.
@@ -24,12 +26,13 @@ carries it.
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from retrieval.excerpt_walk import Line, render, walk, words_of
-from retrieval.keywords import analyze
+from retrieval.excerpt_walk import Line, day_text, render, walk, words_of
+from retrieval.keywords import analyze, is_cjk_term
 from retrieval.recipe import SearchConfig
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
@@ -48,6 +51,7 @@ class Gate(BaseModel):
         min_similarity: The gate's similarity (``None``: no gate).
         keyword_share: The share of the query's search terms the card holds.
         min_keyword_share: The gate's keyword share.
+        vouched: The caller brought the card in (a fact's current value): it passes.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,12 +60,14 @@ class Gate(BaseModel):
     min_similarity: float | None
     keyword_share: float
     min_keyword_share: float
+    vouched: bool = False
 
     @property
     def passed(self) -> bool:
         """Whether the card may be recalled."""
         return (
-            self.min_similarity is None
+            self.vouched
+            or self.min_similarity is None
             or self.similarity >= self.min_similarity
             or self.keyword_share >= self.min_keyword_share
         )
@@ -70,8 +76,10 @@ class Gate(BaseModel):
         """Why the card passed (or not), in words: ``cosine 0.52 >= 0.30``."""
         cosine = f"cosine {self.similarity:.2f}"
         words = f"{self.keyword_share:.0%} of the query's words"
+        if self.vouched:
+            return "the current value of a fact an older memory holds"
         if self.min_similarity is None:
-            return f"{cosine}, {words} (no gate for this embedder)"
+            return f"{cosine}, {words} (no gate for this embedder or language)"
         if self.similarity >= self.min_similarity:
             return f"{cosine} >= {self.min_similarity:.2f}, {words}"
         if self.keyword_share >= self.min_keyword_share:
@@ -124,6 +132,7 @@ def compose_excerpts(
     max_tokens: int | None,
     count: Callable[[str], int],
     min_similarity: float | None = None,
+    vouched: Collection[int] = (),
 ) -> list[Excerpt]:
     """The memories of a request, best first (see the module's docstring).
 
@@ -135,6 +144,8 @@ def compose_excerpts(
         max_tokens: The most tokens the memories may take together, or ``None``.
         count: The tokens one memory takes in the prompt, given its text.
         min_similarity: The gate's similarity if not the recipe's (a user's setting).
+        vouched: Cards that pass the gate whatever their scores: the caller brought them in
+            (the current value of a fact a recalled memory holds an old value of).
 
     Returns:
         At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
@@ -143,6 +154,10 @@ def compose_excerpts(
         return []
     wanted = set(query_terms)
     threshold = config.min_similarity if min_similarity is None else min_similarity
+    if any(is_cjk_term(term) for term in wanted):
+        # The gate was measured on English questions; on CJK text the similarities of both
+        # embedders (the hashing fake sees no CJK word at all) are a scale nobody measured.
+        threshold = None
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
     lines: dict[tuple[str, int], Line] = {}
     for hit in hits:
@@ -153,6 +168,7 @@ def compose_excerpts(
             min_similarity=threshold,
             keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
             min_keyword_share=config.min_keyword_share,
+            vouched=hit.card.id in vouched,
         )
         if gate.passed:
             candidates.append((hit, gate, parts))
@@ -162,11 +178,14 @@ def compose_excerpts(
     for _, _, parts in candidates:
         for line in parts:
             said.setdefault(words_of(line.text), set()).add(line.key)
-    for position, (_, _, parts) in enumerate(candidates):
-        _score_lines(position, parts, wanted, said, config)
+    for position, (hit, gate, parts) in enumerate(candidates):
+        # A card vouched for is what the question asks (a fact's current value): ranked first.
+        rank = 0 if gate.vouched else position
+        _score_lines(position, rank, parts, wanted, said, config, hit.card.valid_to)
+    # What no longer holds comes after everything that does, whatever its score.
     order = sorted(
         {line.key: line for _, _, parts in candidates for line in parts}.values(),
-        key=lambda line: (-line.score, line.card),
+        key=lambda line: (line.until is not None, -line.score, line.card),
     )
     groups = walk(order, k=k, max_tokens=max_tokens, count=count)
     return [_excerpt(group, candidates) for group in groups]
@@ -183,16 +202,30 @@ def _lines_of(
         if card.type == "turn" and card.source_message_ids
         else None
     )
+    until = f"until {day_text(card.valid_to)}" if card.valid_to is not None else None
     if split is None:
         text = card.text
         if card.type != "turn":
-            text = f"{day_label(when.date())} {text}"
+            text = (
+                f"[{day_text(when)}, {until}] {text}"
+                if until
+                else f"{day_label(when.date())} {text}"
+            )
+        elif until:
+            text = f"[{until}] {text}"
         key = ("card", card.id)
         if key not in known:
             terms = _terms(card.text, config)
             sources = tuple(card.source_message_ids)
             known[key] = Line(
-                key, text, terms, None, sources, False, whole_turn=card.type == "turn"
+                key,
+                text,
+                terms,
+                None,
+                sources,
+                False,
+                whole_turn=card.type == "turn",
+                until=card.valid_to,  # shown in its text already
             )
         return [known[key]]
     parts = []
@@ -210,12 +243,15 @@ def _lines_of(
 
 def _score_lines(
     position: int,
+    rank: int,
     parts: list[Line],
     wanted: set[str],
     said: dict[str, set[tuple[str, int]]],
     config: SearchConfig,
+    valid_to: datetime | None,
 ) -> None:
-    """Give each line of the candidate at ``position`` its score, if better than it had."""
+    """Give each line of the candidate at ``position`` (ranked ``rank``) its score, if better
+    (and, from a stale card, until when what it says held: ``valid_to``)."""
     coverage = [len(line.terms & wanted) / len(wanted) if wanted else 0.0 for line in parts]
     top = max(coverage)
     middle = len(parts) // 2
@@ -227,13 +263,15 @@ def _score_lines(
         asks = line.turn and (_asks(line.text) or repeated)
         line.opens = not (line.turn and (repeated or _bare_question(line.text)))
         score = (
-            config.line_rank * math.log1p(position)
+            config.line_rank * math.log1p(rank)
             + placed.get(offset, config.line_farther)
             + (config.line_question if asks else 0.0)
             + config.line_coverage * coverage[index]
         )
         if score > line.score:
             line.score, line.card = score, position
+            if line.turn:
+                line.until = valid_to
 
 
 def _excerpt(

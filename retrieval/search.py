@@ -50,6 +50,7 @@ class CardDraft(_Record):
     pinned: bool = False
     subject: str | None = None
     attribute: str | None = None
+    turn_message_id: int | None = None
 
 
 class CardQuery(_Record):

@@ -1,7 +1,12 @@
 """Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
 
-from storage.archive_marks import ArchiveMarks, IdleSession
+from storage.archive_marks import ArchiveMarks, IdleSession, IdleSweep
 from storage.cards import (
+    MAX_CARD_KEY_CHARS,
+    MAX_CARD_TAG_CHARS,
+    MAX_CARD_TAGS,
+    MAX_CARD_TEXT_CHARS,
+    MAX_CARD_TOPIC_CHARS,
     Card,
     CardFilter,
     CardMatch,
@@ -35,6 +40,11 @@ from storage.summaries import SummaryStore
 
 __all__ = [
     "EMBEDDING_DIM",
+    "MAX_CARD_KEY_CHARS",
+    "MAX_CARD_TAGS",
+    "MAX_CARD_TAG_CHARS",
+    "MAX_CARD_TEXT_CHARS",
+    "MAX_CARD_TOPIC_CHARS",
     "MAX_ID_LENGTH",
     "MIGRATIONS",
     "ArchiveMarks",
@@ -48,6 +58,7 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "Erased",
     "IdleSession",
+    "IdleSweep",
     "InvalidInputError",
     "Job",
     "JobQueue",

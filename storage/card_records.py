@@ -8,11 +8,39 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from storage.errors import InvalidInputError
 from storage.migrations import EMBEDDING_DIM
 
-__all__ = ["Card", "CardFilter", "CardMatch", "CardType", "NewCard", "content_hash", "filter_sql"]
+__all__ = [
+    "MAX_CARD_KEY_CHARS",
+    "MAX_CARD_TAGS",
+    "MAX_CARD_TAG_CHARS",
+    "MAX_CARD_TEXT_CHARS",
+    "MAX_CARD_TOPIC_CHARS",
+    "Card",
+    "CardFilter",
+    "CardMatch",
+    "CardType",
+    "NewCard",
+    "check_card",
+    "content_hash",
+    "filter_sql",
+]
 
 CardType = Literal["fact", "preference", "task", "event", "profile", "turn"]
+
+#: The longest card text, in characters: a turn card holds a message and its neighbours (its
+#: maker cuts long ones), a pin is bounded by the pin budget, an extracted card is one short
+#: statement. About 8,000 tokens: a card longer than that is data, not a memory.
+MAX_CARD_TEXT_CHARS = 32_000
+#: The longest topic, a short label (``identity``, ``stack``).
+MAX_CARD_TOPIC_CHARS = 100
+#: The most tags of one card, and the longest tag.
+MAX_CARD_TAGS = 20
+MAX_CARD_TAG_CHARS = 64
+#: The longest subject and attribute: both are keys of a b-tree index, whose entries are
+#: limited to about 2,700 bytes with the user id (up to 1,024 bytes) beside them.
+MAX_CARD_KEY_CHARS = 200
 
 
 class _Record(BaseModel):
@@ -38,6 +66,11 @@ class NewCard(_Record):
         subject: Who or what it is about (``user``, ``team``), if known.
         attribute: Which property of the subject it sets (``city``); a newer card with the
             same subject and attribute may supersede it.
+        turn_message_id: For a ``turn`` card, the stored id of the message it archives: a
+            user has at most one card per such message (``CardStore.add``).
+
+    The sizes are bounded (``MAX_CARD_TEXT_CHARS`` and the others); ``CardStore.add`` refuses
+    a card over a bound.
     """
 
     type: CardType
@@ -54,6 +87,7 @@ class NewCard(_Record):
     pinned: bool = False
     subject: str | None = None
     attribute: str | None = None
+    turn_message_id: int | None = None
 
 
 class Card(_Record):
@@ -77,6 +111,7 @@ class Card(_Record):
     created_at: datetime
     subject: str | None = None
     attribute: str | None = None
+    turn_message_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +141,34 @@ class CardFilter(_Record):
     until: datetime | None = None
     include_superseded: bool = False
     pinned: bool | None = None
+
+
+def check_card(position: int, card: NewCard) -> None:
+    """Raise ``InvalidInputError`` unless the card is within the size bounds and well-keyed.
+
+    Args:
+        position: The card's position in its batch, named by the error.
+        card: The card.
+    """
+    name = f"card {position}"
+    sizes = [
+        ("text", card.text, MAX_CARD_TEXT_CHARS),
+        ("topic", card.topic or "", MAX_CARD_TOPIC_CHARS),
+        ("subject", card.subject or "", MAX_CARD_KEY_CHARS),
+        ("attribute", card.attribute or "", MAX_CARD_KEY_CHARS),
+        *(("a tag", tag, MAX_CARD_TAG_CHARS) for tag in card.tags),
+    ]
+    for field, value, limit in sizes:
+        if len(value) > limit:
+            raise InvalidInputError(
+                f"{name}: {field} has {len(value):,} characters; at most {limit:,} are allowed"
+            )
+    if len(card.tags) > MAX_CARD_TAGS:
+        raise InvalidInputError(
+            f"{name} has {len(card.tags):,} tags; at most {MAX_CARD_TAGS} are allowed"
+        )
+    if card.turn_message_id is not None and card.type != "turn":
+        raise InvalidInputError(f"{name}: only a turn card archives a message (turn_message_id)")
 
 
 def content_hash(card_type: str, text_: str) -> str:

@@ -14,7 +14,7 @@ __all__ = ["CARD_COLUMNS", "card_of", "qualified", "unit_vector", "vector_litera
 CARD_COLUMNS = (
     "id, user_id, type, text, topic, tags, session_id, source_message_ids, source_client_ids, "
     "observed_at, occurred_at, valid_from, valid_to, superseded_by, pinned, created_at, "
-    "subject, attribute"
+    "subject, attribute, turn_message_id"
 )
 
 

@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import BigInteger, Text
 
-from storage.card_records import Card, NewCard, content_hash
+from storage.card_records import Card, NewCard, check_card, content_hash
 from storage.card_rows import CARD_COLUMNS, card_of, qualified, unit_vector, vector_literal
 from storage.engine import Database
 from storage.erasure import delete_cards, lock_sources
@@ -29,8 +29,11 @@ class CardWrites:
         """Store cards; a card whose content the user already has merges its sources instead.
 
         Identity is the normalized content hash, enforced by a unique constraint, so two
-        processes adding the same card at once store one row. Cards made from messages
-        (``source_message_ids``) are stored only while every one of those is stored.
+        processes adding the same card at once store one row. A turn card that names the
+        message it archives (``turn_message_id``) is also one per message, enforced by a
+        unique index: when that message has its card already (archived again after a crash,
+        with other neighbours by then), the stored card is returned unchanged. Cards made from
+        messages (``source_message_ids``) are stored only while every one of those is stored.
 
         Args:
             user_id: The owner.
@@ -40,10 +43,14 @@ class CardWrites:
             The stored cards, in the order given (a merged duplicate appears once per mention).
 
         Raises:
+            InvalidInputError: A card is over a size bound (``MAX_CARD_TEXT_CHARS`` and the
+                others in ``storage.card_records``); nothing is stored.
             SessionErasedError: A source message was erased since it was read; nothing stored.
         """
         if not cards:
             return []
+        for position, card in enumerate(cards):
+            check_card(position, card)
         merged: dict[str, NewCard] = {}
         order: list[str] = []
         for card in cards:
@@ -247,59 +254,78 @@ class CardWrites:
         return deleted
 
 
+_UPSERT = f"""
+INSERT INTO cards (
+    user_id, type, text, topic, tags, session_id, source_message_ids,
+    source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
+    embedding, keyword_length, subject, attribute, turn_message_id
+) VALUES (
+    :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
+    coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
+    :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute, :turn
+)
+ON CONFLICT (user_id, content_hash) DO UPDATE SET
+    subject = coalesce(cards.subject, excluded.subject),
+    attribute = coalesce(cards.attribute, excluded.attribute),
+    source_message_ids = ARRAY(
+        SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
+        ORDER BY 1
+    ),
+    source_client_ids = ARRAY(
+        SELECT DISTINCT unnest(cards.source_client_ids || excluded.source_client_ids)
+        ORDER BY 1
+    )
+RETURNING {CARD_COLUMNS}, (xmax = 0) AS inserted"""
+
+# A turn card of a message has two unique keys (its message's, its content's) and ON CONFLICT
+# DO UPDATE takes one: insert unless either exists; then its message's card, if that was it.
+_INSERT_TURN = _UPSERT[: _UPSERT.index("ON CONFLICT")] + (
+    f"ON CONFLICT DO NOTHING RETURNING {CARD_COLUMNS}, true AS inserted"
+)
+_TURN_OF_MESSAGE = (
+    f"SELECT {CARD_COLUMNS}, false AS inserted FROM cards "
+    "WHERE user_id = :user_id AND turn_message_id = :turn"
+)
+
+
 def _upsert(connection: Connection, user_id: str, key: str, card: NewCard) -> tuple[Row[Any], bool]:
-    """Insert one card or merge its sources into the existing one; say whether it was new."""
-    statement = text(
-        f"""
-        INSERT INTO cards (
-            user_id, type, text, topic, tags, session_id, source_message_ids,
-            source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
-            embedding, keyword_length, subject, attribute
-        ) VALUES (
-            :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
-            coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
-            :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute
-        )
-        ON CONFLICT (user_id, content_hash) DO UPDATE SET
-            subject = coalesce(cards.subject, excluded.subject),
-            attribute = coalesce(cards.attribute, excluded.attribute),
-            source_message_ids = ARRAY(
-                SELECT DISTINCT unnest(cards.source_message_ids || excluded.source_message_ids)
-                ORDER BY 1
-            ),
-            source_client_ids = ARRAY(
-                SELECT DISTINCT unnest(cards.source_client_ids || excluded.source_client_ids)
-                ORDER BY 1
-            )
-        RETURNING {CARD_COLUMNS}, (xmax = 0) AS inserted
-        """
-    ).bindparams(
+    """Insert one card or merge its sources into the existing one; say whether it was new.
+
+    A turn card whose message has its card already returns that card unchanged; one whose
+    text another card has (the same words said twice) merges its sources into it.
+    """
+    values = {
+        "user_id": user_id,
+        "type": card.type,
+        "text": card.text,
+        "topic": card.topic,
+        "tags": card.tags,
+        "session_id": card.session_id,
+        "message_ids": card.source_message_ids,
+        "client_ids": card.source_client_ids,
+        "observed_at": card.observed_at,
+        "occurred_at": card.occurred_at,
+        "pinned": card.pinned,
+        "hash": key,
+        "embedding": vector_literal(unit_vector(card.embedding)),
+        "keyword_length": sum(card.terms.values()),
+        "subject": card.subject,
+        "attribute": card.attribute,
+        "turn": card.turn_message_id,
+    }
+    arrays = (
         bindparam("tags", type_=ARRAY(Text)),
         bindparam("message_ids", type_=ARRAY(BigInteger)),
         bindparam("client_ids", type_=ARRAY(Text)),
     )
     try:
-        row = connection.execute(
-            statement,
-            {
-                "user_id": user_id,
-                "type": card.type,
-                "text": card.text,
-                "topic": card.topic,
-                "tags": card.tags,
-                "session_id": card.session_id,
-                "message_ids": card.source_message_ids,
-                "client_ids": card.source_client_ids,
-                "observed_at": card.observed_at,
-                "occurred_at": card.occurred_at,
-                "pinned": card.pinned,
-                "hash": key,
-                "embedding": vector_literal(unit_vector(card.embedding)),
-                "keyword_length": sum(card.terms.values()),
-                "subject": card.subject,
-                "attribute": card.attribute,
-            },
-        ).one()
+        row = None
+        if card.turn_message_id is not None:
+            row = connection.execute(text(_INSERT_TURN).bindparams(*arrays), values).one_or_none()
+            if row is None:
+                row = connection.execute(text(_TURN_OF_MESSAGE), values).one_or_none()
+        if row is None:  # not a turn, or its content's twin is another message's card
+            row = connection.execute(text(_UPSERT).bindparams(*arrays), values).one()
     except IntegrityError as error:
         raise StorageError(f"cannot store a card of user {user_id!r}: {error.orig}") from error
     return row, bool(row.inserted)

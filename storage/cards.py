@@ -9,10 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.types import Text
+from sqlalchemy.types import BigInteger, Text
 
 from storage.card_queries import BM25_B, BM25_K1, CardQueries
 from storage.card_records import (
+    MAX_CARD_KEY_CHARS,
+    MAX_CARD_TAG_CHARS,
+    MAX_CARD_TAGS,
+    MAX_CARD_TEXT_CHARS,
+    MAX_CARD_TOPIC_CHARS,
     Card,
     CardFilter,
     CardMatch,
@@ -33,6 +38,11 @@ from storage.migrations import EMBEDDING_DIM
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "MAX_CARD_KEY_CHARS",
+    "MAX_CARD_TAGS",
+    "MAX_CARD_TAG_CHARS",
+    "MAX_CARD_TEXT_CHARS",
+    "MAX_CARD_TOPIC_CHARS",
     "Candidates",
     "Card",
     "CardFilter",
@@ -205,5 +215,26 @@ class CardStore(CardWrites, CardQueries):
                     "prefix_subjects": [subject for subject, _ in starts],
                     "prefixes": [prefix for _, prefix in starts],
                 },
+            ).all()
+        return [card_of(row) for row in rows]
+
+    def keyed_from_messages(self, user_id: str, message_ids: Sequence[int]) -> list[Card]:
+        """Return the user's cards with a subject and attribute made from any of ``message_ids``.
+
+        Superseded ones included: recall marks an excerpt of those messages with the validity of
+        the fact they stated. Served by the index on the keyed cards' source messages.
+
+        Returns:
+            The cards, oldest first (by id).
+        """
+        if not message_ids:
+            return []
+        statement = text(
+            f"SELECT {CARD_COLUMNS} FROM cards WHERE user_id = :user_id "
+            "AND subject IS NOT NULL AND source_message_ids && :ids ORDER BY id"
+        ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
+        with self._database.reading() as connection:
+            rows = connection.execute(
+                statement, {"user_id": user_id, "ids": list(message_ids)}
             ).all()
         return [card_of(row) for row in rows]

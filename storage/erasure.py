@@ -43,6 +43,8 @@ class Erased:
         card_terms: the cards' keyword terms.
         archive_marks: how far each session was archived as cards.
         sessions: the sessions themselves.
+        store_items: items of framework stores (LangGraph's), with their vectors and terms;
+            only a whole user's erasure deletes them (they belong to no session).
     """
 
     messages: int = 0
@@ -52,6 +54,7 @@ class Erased:
     card_terms: int = 0
     archive_marks: int = 0
     sessions: int = 0
+    store_items: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
@@ -80,7 +83,8 @@ def erase(
     """Delete for real, in one transaction: one card, one session, or everything of the user.
 
     A session goes with its messages, summary, jobs, archive mark and cards (their terms too);
-    the whole user is every session and every card (pins included) and the keyword statistics.
+    the whole user is every session and every card (pins included), the keyword statistics and
+    the user's items of framework stores (``storage.items``).
     A card that a deleted card had superseded keeps its ``valid_to``: it was still replaced.
 
     Returns:
@@ -114,6 +118,11 @@ def erase(
                     connection.execute(text(f"DELETE FROM {table} WHERE {where}"), params)
                 )
             cards_where = where
+            if session_id is None:
+                # Their vectors and terms go with them (ON DELETE CASCADE).
+                counts["store_items"] = _rowcount(
+                    connection.execute(text(f"DELETE FROM store_items WHERE {where}"), params)
+                )
         else:
             cards_where = "user_id = :user_id AND id = :card_id"
             params["card_id"] = card_id

@@ -10,9 +10,11 @@ The whole tree::
     │                                    erased (``forget`` ran since they were read); nothing
     │                                    was stored, and retrying cannot store it
     └── InvalidInputError(ValueError)    the caller's input can never be stored as given: an id
-                                         that is empty or too long, a lone surrogate, a value
-                                         that is not JSON, a value the database rejects
-                                         (retrying the same call cannot succeed)
+        │                                that is empty or too long, a lone surrogate, a value
+        │                                that is not JSON, a value the database rejects
+        │                                (retrying the same call cannot succeed)
+        └── ImportConflictError          an import would mix into what the user has (data
+                                         without a merge, or a session of the same id)
 
 A database error that is neither (a bug in a query, a serialization failure) is raised as a
 plain ``StorageError``. No message of these errors carries stored content (the texts of
@@ -30,6 +32,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 __all__ = [
     "MAX_MESSAGE_CHARS",
     "DatabaseUnavailableError",
+    "ImportConflictError",
     "InvalidInputError",
     "SessionErasedError",
     "StorageError",
@@ -119,3 +122,8 @@ def shorten(message: str) -> str:
     if len(message) <= MAX_MESSAGE_CHARS:
         return message
     return message[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
+class ImportConflictError(InvalidInputError):
+    """An import would mix into what the user has: data without a merge, or one of the
+    imported sessions (``storage.imports``); nothing was stored."""

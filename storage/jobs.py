@@ -32,6 +32,16 @@ __all__ = ["JobQueue"]
 #: Longest ``last_error`` kept, in characters: enough for a traceback's last line, bounded.
 MAX_ERROR_CHARS = 2_000
 
+# The status is a literal: Postgres matches a partial index's predicate by its text.
+_PRUNE = {
+    status: text(
+        "DELETE FROM jobs WHERE (user_id, id) IN (SELECT user_id, id FROM jobs WHERE status = "
+        f"'{status}' AND updated_at < now() - make_interval(secs => :seconds) "
+        "LIMIT :limit FOR UPDATE SKIP LOCKED)"
+    )
+    for status in ("done", "failed")
+}
+
 
 class JobQueue:
     """Jobs on sessions, such as "fold what left the window into the summary".
@@ -281,6 +291,33 @@ class JobQueue:
                 except IntegrityError:
                     continue
         raise StorageError(f"job {job.id}: could not record its failure (sibling races)")
+
+    def prune(
+        self, *, done_seconds: float, failed_seconds: float, limit: int = 10_000, batch: int = 1_000
+    ) -> int:
+        """Delete the jobs done over ``done_seconds`` ago and those failed for good over
+        ``failed_seconds`` ago (by their last update, on the database clock): at most
+        ``limit``, ``batch`` rows per transaction (a job another transaction holds is left),
+        by the index of finished jobs. A call is bounded; the next one takes the rest.
+
+        Returns:
+            How many jobs were deleted.
+
+        Raises:
+            InvalidInputError: A retention or a bound is negative.
+        """
+        if min(done_seconds, failed_seconds, limit) < 0 or batch < 1:
+            raise InvalidInputError("retentions and limits must be >= 0 and batch >= 1")
+        deleted = 0
+        for status, seconds in (("done", done_seconds), ("failed", failed_seconds)):
+            while deleted < limit:
+                size = min(batch, limit - deleted)
+                with self._database.transaction() as session:
+                    result = session.execute(_PRUNE[status], {"seconds": seconds, "limit": size})
+                deleted += result.rowcount  # type: ignore[attr-defined]  # a CursorResult
+                if result.rowcount < size:  # type: ignore[attr-defined]
+                    break
+        return deleted
 
     def pending(self, kind: str | None = None) -> int:
         """Count the pending jobs (due or not) of every user, of one kind or of all kinds."""

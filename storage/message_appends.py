@@ -100,7 +100,8 @@ def insert_messages(
     last_seq: int,
     rows: list[dict[str, Any]],
 ) -> list[StoredMessage]:
-    """Insert the rows after ``last_seq`` and move the session's last seq past them."""
+    """Insert the rows after ``last_seq``, move the session's last seq past them and mark it
+    active now."""
     parameters = [
         {**row, "user_id": user_id, "session_id": session_id, "seq": last_seq + position}
         for position, row in enumerate(rows, start=1)
@@ -109,7 +110,9 @@ def insert_messages(
     connection.execute(
         sql_update(SessionRow)
         .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
-        .values(last_seq=last_seq + len(rows))
+        # The clock, not the transaction's start: the idle sweep's watermark (``ArchiveMarks``)
+        # must not pass a time that a transaction still to commit writes.
+        .values(last_seq=last_seq + len(rows), last_active_at=func.clock_timestamp())
     )
     return stored
 

@@ -347,6 +347,42 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX ix_cards_user_current_ids ON cards (user_id, id) WHERE valid_to IS NULL",
         ),
     ),
+    # Version 11 was never used (it was set aside for a session generation that erasure did
+    # not need in the end: storage.erasure compares message ids instead).
+    Migration(
+        12,
+        "turn cards keyed by their message, sessions by last activity, finished jobs by age",
+        (
+            # The message a turn card archives: at most one turn card per message, whatever its
+            # neighbours were when it was archived (a retry after a crash may see more of them).
+            # Turn cards stored before this migration have none.
+            "ALTER TABLE cards ADD COLUMN turn_message_id bigint",
+            """
+            CREATE UNIQUE INDEX uq_cards_user_turn_message ON cards (user_id, turn_message_id)
+            WHERE turn_message_id IS NOT NULL
+            """,
+            # When the session last got a message, on the database clock (set by the statements
+            # that append): the idle sweep reads only the sessions that went quiet since it
+            # last looked, by this index, not every session.
+            "ALTER TABLE sessions ADD COLUMN last_active_at timestamptz NOT NULL DEFAULT now()",
+            """
+            UPDATE sessions SET last_active_at = coalesce(
+                (
+                    SELECT m.created_at FROM messages AS m
+                    WHERE m.user_id = sessions.user_id AND m.session_id = sessions.session_id
+                      AND m.seq = sessions.last_seq
+                ),
+                sessions.created_at
+            )
+            """,
+            "CREATE INDEX ix_sessions_last_active_at ON sessions (last_active_at)",
+            # Finished jobs by the time they finished: the worker deletes them after a while.
+            """
+            CREATE INDEX ix_jobs_finished_updated_at ON jobs (updated_at)
+            WHERE status IN ('done', 'failed')
+            """,
+        ),
+    ),
     Migration(
         13,
         "proxy keys",
@@ -368,6 +404,75 @@ MIGRATIONS: tuple[Migration, ...] = (
                 CONSTRAINT uq_proxy_keys_hash UNIQUE (key_hash),
                 CONSTRAINT ck_proxy_keys_hash_length CHECK (octet_length(key_hash) = 32),
                 CONSTRAINT ck_proxy_keys_owner CHECK ((user_id IS NULL) = admin)
+            )
+            """,
+        ),
+    ),
+    Migration(
+        14,
+        "cards by source message",
+        (
+            # Recall marks a turn excerpt stale when its messages are the sources of a
+            # superseded card (memory.validity): it asks which keyed cards were made from the
+            # recalled excerpts' messages, once per request. Message ids are unique, so the
+            # index finds the few cards of those messages; only keyed cards are indexed.
+            """
+            CREATE INDEX ix_cards_keyed_sources ON cards USING gin (source_message_ids)
+            WHERE subject IS NOT NULL
+            """,
+        ),
+    ),
+    Migration(
+        17,
+        "store items",
+        (
+            # Framework stores' items (LangGraph's BaseStore: ``storage.items``): a JSON value
+            # under a namespace and a key, owned by a user like everything else, so ``forget``
+            # deletes them and the table can be distributed by user. ``json``, not ``jsonb``:
+            # a value keeps its NULs (``storage.inputs``). ``namespace_seq`` and ``id`` (one
+            # sequence) order items as their namespaces, then the items, were first written.
+            # ``texts`` are the indexed texts by path: an export re-embeds from them.
+            """
+            CREATE TABLE store_items (
+                user_id text NOT NULL,
+                namespace text[] NOT NULL,
+                key text NOT NULL,
+                id bigint NOT NULL,
+                namespace_seq bigint NOT NULL,
+                value json NOT NULL,
+                texts json NOT NULL DEFAULT '{}'::json,
+                keyword_length integer NOT NULL DEFAULT 0,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (user_id, namespace, key),
+                CONSTRAINT uq_store_items_user_id UNIQUE (user_id, id)
+            )
+            """,
+            "CREATE SEQUENCE store_items_id_seq",
+            # A page of a search without a query, in the store's order, from the index.
+            "CREATE INDEX ix_store_items_user_order ON store_items (user_id, namespace_seq, id)",
+            # One vector per indexed text of an item (a field, or each element of a list).
+            f"""
+            CREATE TABLE store_vectors (
+                user_id text NOT NULL,
+                item_id bigint NOT NULL,
+                path text NOT NULL,
+                embedding vector({EMBEDDING_DIM}) NOT NULL,
+                PRIMARY KEY (user_id, item_id, path),
+                CONSTRAINT fk_store_vectors_item FOREIGN KEY (user_id, item_id)
+                    REFERENCES store_items (user_id, id) ON DELETE CASCADE
+            )
+            """,
+            # The keyword terms of an item's indexed texts (``retrieval.analyze``), for BM25.
+            """
+            CREATE TABLE store_terms (
+                user_id text NOT NULL,
+                item_id bigint NOT NULL,
+                term text NOT NULL,
+                frequency integer NOT NULL,
+                PRIMARY KEY (user_id, item_id, term),
+                CONSTRAINT fk_store_terms_item FOREIGN KEY (user_id, item_id)
+                    REFERENCES store_items (user_id, id) ON DELETE CASCADE
             )
             """,
         ),

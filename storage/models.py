@@ -46,15 +46,18 @@ class Base(DeclarativeBase):
 class SessionRow(Base):
     """A conversation, named by its user and the user's own session id.
 
-    ``last_seq`` is the seq of its last message.
+    ``last_seq`` is the seq of its last message; ``last_active_at`` when it was appended, on the
+    database clock (migration 12: the idle sweep's index).
     """
 
     __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_last_active_at", "last_active_at"),)
 
     user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[str] = mapped_column(Text, primary_key=True)
     last_seq: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
+    last_active_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
 
 
 class MessageRow(Base):
@@ -151,6 +154,13 @@ class CardRow(Base):
             postgresql_where=sql_text("valid_to IS NULL AND subject IS NOT NULL"),
         ),
         Index(
+            "uq_cards_user_turn_message",
+            "user_id",
+            "turn_message_id",
+            unique=True,
+            postgresql_where=sql_text("turn_message_id IS NOT NULL"),
+        ),
+        Index(
             "ix_cards_embedding_hnsw",
             "embedding",
             postgresql_using="hnsw",
@@ -182,6 +192,8 @@ class CardRow(Base):
     # Migration 8: who or what the card is about, and which of its properties it sets.
     subject: Mapped[str | None] = mapped_column(Text)
     attribute: Mapped[str | None] = mapped_column(Text)
+    # Migration 12: the message a turn card archives (one turn card per message).
+    turn_message_id: Mapped[int | None] = mapped_column(BigInteger)
     embedding: Mapped[list[float]] = mapped_column(Vector(EMBEDDING_DIM))
     keyword_length: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(_Timestamp, server_default=func.now())
@@ -243,6 +255,11 @@ class JobRow(Base):
             postgresql_where=sql_text("status = 'pending'"),
         ),
         Index("ix_jobs_status_run_after", "status", "run_after"),
+        Index(
+            "ix_jobs_finished_updated_at",
+            "updated_at",
+            postgresql_where=sql_text("status IN ('done', 'failed')"),
+        ),
     )
 
     user_id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -120,7 +120,8 @@ batch AS (
     ) WITH ORDINALITY AS b(role, payload, tokens, client_id, metadata, created_at, position)
 ),
 bumped AS (
-    UPDATE sessions SET last_seq = sessions.last_seq + (SELECT count(*) FROM batch)
+    UPDATE sessions SET last_seq = sessions.last_seq + (SELECT count(*) FROM batch),
+        last_active_at = clock_timestamp()
     WHERE {_USER_SESSION}
       AND last_seq = (SELECT last_seq FROM snapshot)
       AND NOT EXISTS (SELECT FROM open_calls)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from sqlalchemy import text
+
 from storage.driver import driver_autocommit
 from storage.engine import Database
 from storage.erasure import lock_source
@@ -363,6 +365,25 @@ class MessageStore:
                 {"user_id": user_id, "session_id": session_id, "queued_kind": unless_queued},
             ).scalar_one()
         return None if total is None else int(total)
+
+    def turn_start(self, user_id: str, session_id: str) -> int:
+        """The seq of the session's last user message, where its current turn starts (0: none).
+
+        Read backwards on the session's key: the cost is the length of the current turn.
+
+        Raises:
+            InvalidInputError: An id is not usable.
+        """
+        _check_session(user_id, session_id)
+        with self._database.reading() as connection:
+            found = connection.execute(
+                text(
+                    "SELECT seq FROM messages WHERE user_id = :user_id "
+                    "AND session_id = :session_id AND role = 'user' ORDER BY seq DESC LIMIT 1"
+                ),
+                {"user_id": user_id, "session_id": session_id},
+            ).scalar_one_or_none()
+        return int(found or 0)
 
     def read_increment(
         self,

@@ -28,6 +28,25 @@ class WireTrace:
 
     @property
     def round_trips(self) -> int:
+        """Exchanges that ran statements, ended by the server's ``ReadyForQuery``.
+
+        A trip that only prepared a statement is not counted: psycopg prepares a statement on
+        its fifth run on a connection (a ``Parse`` of a named statement, then ``Sync``), once,
+        so counting it would make a count depend on what ran on the connection before.
+        """
+        return self._trips() - self.preparations
+
+    @property
+    def preparations(self) -> int:
+        """Trips that only prepared a named statement (``Parse "_pg3_N"`` then ``Sync``)."""
+        sent = [line.split("\t")[3] for line in self.lines if re.search(r"\tF\t\d+\t", line)]
+        return sum(
+            1
+            for index, message in enumerate(sent)
+            if message == "Parse" and index + 1 < len(sent) and sent[index + 1] == "Sync"
+        )
+
+    def _trips(self) -> int:
         return sum(1 for line in self.lines if "\tReadyForQuery\t" in line)
 
     @property

@@ -8,17 +8,26 @@ never to the wall clock, and keeps its time zone.
 Conventions (documented because English is ambiguous about them): weeks start on Monday;
 "last Friday" is the latest Friday before the day it was said, "next Friday" the first one
 after it, "this Friday" the Friday of the same week; 上周五 is Friday of the previous calendar
-week. A month or a day without a year is in the year it was said; in a query it is the latest
-one that has begun ("in May" asked in March means last May).
+week.
+
+A month or a day without a year, and a bare weekday ("on Friday", 周五), point the way their
+sentence does (``memory.cards.date_direction``): plans, deadlines and appointments forward
+("Report due on 5 April" said in December is the coming April; "on Friday we fly" the first
+Friday after), past events backward ("on 5 April I moved" is the April before; "on Friday I was
+ill" the last Friday), the day it was said counting both ways. A statement with neither is the
+nearest such day (a bare weekday: the one of the same week). A question with neither looks
+back: "in May" asked in March means last May, "what is due in May?" the coming one.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
+from functools import partial
 
-from memory.cards.date_rules import RULES, Period, add_months
+from memory.cards.date_direction import Lean, lean_reader
+from memory.cards.date_rules import RULES, Period, period_end
 from memory.cards.model import DatePrecision
 
 __all__ = ["ResolvedDate", "resolve_date", "time_range_of_query"]
@@ -43,9 +52,12 @@ _YEAR = re.compile(r"\d{4}")
 
 
 def _find(
-    text: str, reference: datetime, past: bool, *, dated_first: bool = False
+    text: str, reference: datetime, default: Lean, *, dated_first: bool = False
 ) -> tuple[Period, str] | None:
     """The first date phrase of ``text`` (the longest one where several start at one place).
+
+    Each phrase is read the way its sentence points (``lean_reader``), ``default`` when the
+    sentence does not say.
 
     With ``dated_first``, a phrase naming its year wins over any that does not: in "what did
     she finish last Friday, on 23 January 2022?" the question is about 23 January 2022.
@@ -54,29 +66,25 @@ def _find(
     inside it (``February 2023``): the text names an impossible day, not a month.
     """
     today = reference.date()
-    found: list[tuple[int, int, Period, str]] = []
+    lean = lean_reader(text, default)
+    matches = [(match, rule) for pattern, rule in RULES for match in pattern.finditer(text)]
+    # Read in text order, the longest first at one place (stable: the rules' order on ties),
+    # so a phrase is resolved (and its sentence read) only until the answer is known.
+    matches.sort(key=lambda item: (item[0].start(), item[0].start() - item[0].end()))
+    first: tuple[Period, str] | None = None
     impossible: list[tuple[int, int]] = []
-    for pattern, rule in RULES:
-        for match in pattern.finditer(text):
-            period = rule(match, today, past)
-            if period is None:
-                impossible.append(match.span())
-            else:
-                found.append((match.start(), match.end(), period, match[0]))
-    possible = [
-        item
-        for item in found
-        if not any(
-            start <= item[0] and item[1] <= end and end - start > item[1] - item[0]
-            for start, end in impossible
-        )
-    ]
-    if dated_first and any(_YEAR.search(item[3]) for item in possible):
-        possible = [item for item in possible if _YEAR.search(item[3])]
-    if not possible:
-        return None
-    _, _, period, phrase = min(possible, key=lambda item: (item[0], item[0] - item[1]))
-    return period, phrase
+    for match, rule in matches:
+        start, end = match.span()
+        if any(s <= start and end <= e and e - s > end - start for s, e in impossible):
+            continue
+        period = rule(match, today, partial(lean, match.span()))
+        if period is None:
+            impossible.append((start, end))
+            continue
+        if not dated_first or _YEAR.search(match[0]):
+            return period, match[0]
+        first = first or (period, match[0])
+    return first
 
 
 def _at_midnight(day: date, reference: datetime) -> datetime:
@@ -86,6 +94,8 @@ def _at_midnight(day: date, reference: datetime) -> datetime:
 def resolve_date(text: str, observed_at: datetime) -> ResolvedDate | None:
     """The first date ``text`` states, resolved against when it was said.
 
+    A date without a year points the way its sentence does (see the module docstring).
+
     Args:
         text: a message or a card's text, English or Chinese.
         observed_at: when it was said; relative dates count from its day, in its time zone.
@@ -93,28 +103,19 @@ def resolve_date(text: str, observed_at: datetime) -> ResolvedDate | None:
     Returns:
         The start of the period and its precision, or ``None`` when the text states no date.
     """
-    found = _find(text, observed_at, past=False)
+    found = _find(text, observed_at, "nearest")
     if found is None:
         return None
     period, phrase = found
     return ResolvedDate(_at_midnight(period.start, observed_at), period.precision, phrase)
 
 
-def _end(period: Period) -> date:
-    if period.precision == "day":
-        return period.start + timedelta(days=1)
-    if period.precision == "week":
-        return period.start + timedelta(weeks=1)
-    if period.precision == "month":
-        return add_months(period.start, 1)
-    return date(period.start.year + 1, 1, 1)
-
-
 def time_range_of_query(query: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The time a question asks about, as a half-open ``[since, until)`` range, if it names one.
 
     ``"what did we decide last week?"`` gives last Monday to this Monday; ``"in May"`` the latest
-    May that has begun; ``"上个月"`` last month; ``"去年"`` last year. A date with its year wins
+    May that has begun, ``"what is due in May?"`` the coming one; ``"上个月"`` last month;
+    ``"去年"`` last year. A date with its year wins
     over relative words (``"last week, as mentioned on 6 November 2023"`` is about that day).
 
     Args:
@@ -124,8 +125,8 @@ def time_range_of_query(query: str, now: datetime) -> tuple[datetime, datetime] 
     Returns:
         ``(since, until)`` at midnight in ``now``'s time zone, or ``None`` for no time intent.
     """
-    found = _find(query, now, past=True, dated_first=True)
+    found = _find(query, now, "backward", dated_first=True)
     if found is None:
         return None
     period = found[0]
-    return _at_midnight(period.start, now), _at_midnight(_end(period), now)
+    return _at_midnight(period.start, now), _at_midnight(period_end(period), now)

@@ -14,7 +14,16 @@ from memory.cards.phrasing import category_of
 from memory.cards.rulebook import Finding, Rule, rule, word_set
 from memory.cards.supersede import task_attribute
 
-__all__ = ["ENGLISH_RULES"]
+__all__ = [
+    "END",
+    "ENGLISH_RULES",
+    "I_AM",
+    "NAME",
+    "PLACE",
+    "VALUE",
+    "capitalized_words",
+    "clean_value",
+]
 
 ENGLISH_RULES: list[Rule] = []
 
@@ -52,11 +61,28 @@ _FILLER = re.compile(
 _ARTICLE = re.compile(r"^(?:the|a|an|to)\s+", re.IGNORECASE)
 
 
-def _clean(value: str) -> str:
+def clean_value(value: str) -> str:
+    """``value`` stripped of trailing filler ("now", "these days", "anymore", ...)."""
     value = value.strip()
     while (shorter := _FILLER.sub("", value)) != value:
         value = shorter
     return value
+
+
+def capitalized_words(value: str) -> str | None:
+    """The capitalized words ``value`` starts with (a place's or a company's name), if any.
+
+    ``"Porto with my wife"`` gives ``"Porto"``; a first word that is no name (``"Monday"``,
+    ``"vegan"``) or a lower-case one gives ``None``.
+    """
+    kept: list[str] = []
+    for word in value.split():
+        if not word[0].isupper() and not word[0].isdigit():
+            break
+        kept.append(word)
+    if not kept or not kept[0][0].isupper() or kept[0].lower() in _NOT_NAMES:
+        return None
+    return " ".join(kept).rstrip(".")
 
 
 def _is_name(value: str) -> bool:
@@ -92,13 +118,13 @@ def _age(match: re.Match[str]) -> Finding | None:
 
 @rule(ENGLISH_RULES, rf"\bi work as (?P<a>an?\s+)?{VALUE}{END}")
 def _works_as(match: re.Match[str]) -> Finding | None:
-    text = f"User works as {match['a'] or ''}{_clean(match['v'])}"
+    text = f"User works as {match['a'] or ''}{clean_value(match['v'])}"
     return Finding("profile", text, "work", attribute="occupation")
 
 
 @rule(ENGLISH_RULES, rf"{I_AM}\s+(?P<a>an?)\s+{VALUE}{END}")
 def _i_am_a(match: re.Match[str]) -> Finding | tuple[Finding, ...] | None:
-    job, _, employer = _clean(match["v"]).partition(" at ")
+    job, _, employer = clean_value(match["v"]).partition(" at ")
     if len(job.split()) > 4 or not _JOBS.search(job):  # "I'm a bit tired" is no job
         return None
     occupation = Finding("profile", f"User is {match['a']} {job}", "work", attribute="occupation")
@@ -110,11 +136,11 @@ def _i_am_a(match: re.Match[str]) -> Finding | tuple[Finding, ...] | None:
 
 @rule(ENGLISH_RULES, rf"\bi (?:work|am working|'m working) (?:at|for) {VALUE}{END}")
 def _works_at(match: re.Match[str]) -> Finding | None:
-    text = f"User works at {_clean(match['v'])}"
+    text = f"User works at {clean_value(match['v'])}"
     return Finding("profile", text, "work", attribute="employer")
 
 
-@rule(ENGLISH_RULES, rf"\bi (?:live|am living|'m living|currently live) in {PLACE}")
+@rule(ENGLISH_RULES, rf"\bi (?:live|am living|'m living|currently live|now live) in {PLACE}")
 def _lives_in(match: re.Match[str]) -> Finding | None:
     return _place(match, "User lives in {where}")
 
@@ -124,7 +150,11 @@ def _based_in(match: re.Match[str]) -> Finding | None:
     return _place(match, "User lives in {where}")
 
 
-@rule(ENGLISH_RULES, rf"\bi(?:'ve| have)? (?:just |recently )?(?:moved|relocated) to {PLACE}")
+@rule(
+    ENGLISH_RULES,
+    r"\bi(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated)(?: back)?(?: house)?"
+    rf"(?: from [^,.;!?]+?)? to {PLACE}",
+)
 def _moved_to(match: re.Match[str]) -> Finding | None:
     # Said as where the user lives now: "where do I live?" must find it, not only "moved".
     return _place(match, "User lives in {where}, having moved there", dated=True)
@@ -140,14 +170,9 @@ def _place(
 ) -> Finding | None:
     """A place card: ``text`` with ``{where}`` replaced by the capitalized place name."""
     # Place names are capitalized: keep the capitalized words only ("Porto with my wife").
-    kept: list[str] = []
-    for word in match["v"].split():
-        if not word[0].isupper():
-            break
-        kept.append(word)
-    if not kept or kept[0].lower() in _NOT_NAMES:
+    where = capitalized_words(match["v"])
+    if where is None or category_of(where) is not None:  # "I moved to Postgres"
         return None
-    where = " ".join(kept).rstrip(".")
     return Finding(
         "profile",
         text.format(where=where),
@@ -173,7 +198,7 @@ _NEGATED = {"like": "doesn't like", "love": "doesn't love", "enjoy": "doesn't en
 )
 def _preference(match: re.Match[str]) -> Finding | None:
     verb = match["verb"].lower()
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     if what.lower() in _PRONOUNS or what.lower().split()[0] in ("it", "that", "this", "you"):
         return None  # "I love it" says nothing without its antecedent
     said = _NEGATED.get(verb, _VERBS[verb]) if match["neg"] else _VERBS[verb]
@@ -185,19 +210,29 @@ def _preference(match: re.Match[str]) -> Finding | None:
 
 @rule(ENGLISH_RULES, rf"{I_AM} (?:a (?:big |huge )?fan of|into|fond of) {VALUE}{END}")
 def _fan_of(match: re.Match[str]) -> Finding | None:
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     attribute = "preference:" + normalize_text(_ARTICLE.sub("", what))
     return Finding("preference", f"User likes {what}", "preference", attribute=attribute)
 
 
 @rule(ENGLISH_RULES, rf"{I_AM} allergic to {VALUE}{END}")
 def _allergy(match: re.Match[str]) -> Finding | None:
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     attribute = "allergy:" + normalize_text(_ARTICLE.sub("", what))
     return Finding("profile", f"User is allergic to {what}", "health", attribute=attribute)
 
 
-@rule(ENGLISH_RULES, rf"{I_AM} (?:a )?(?P<v>vegan|vegetarian|pescatarian){END}")
+DIETS = (
+    r"vegan|vegetarian|pescatarian|flexitarian|keto|paleo|gluten-free|dairy-free|lactose-free|"
+    r"carnivore|omnivore"
+)
+
+
+@rule(
+    ENGLISH_RULES,
+    rf"(?:{I_AM}|\bi(?:'ve| have)? (?:gone|went|become|became|turned))"
+    rf"(?: (?:now|fully|completely|strictly|mostly|also|a|back to being))* (?P<v>{DIETS})\b",
+)
 def _diet(match: re.Match[str]) -> Finding | None:
     return Finding("profile", f"User is {match['v'].lower()}", "health", attribute="diet")
 
@@ -217,7 +252,7 @@ def _tool(thing: str, purpose: str | None) -> str:
     rf"(?P<v>[^,.;!?\n]+?)(?: for (?P<for>[^,.;!?\n]+?))?{END}",
 )
 def _we_use(match: re.Match[str]) -> Finding | None:
-    thing, purpose = _clean(match["v"]), match["for"] and _clean(match["for"])
+    thing, purpose = clean_value(match["v"]), match["for"] and clean_value(match["for"])
     if thing.lower() in _PRONOUNS:
         return None
     text = f"The team uses {thing}" + (f" for {purpose}" if purpose else "")
@@ -234,7 +269,7 @@ _OUR = {"db": "database", "stack": "stack", "tech stack": "stack"}
 )
 def _our_x_is(match: re.Match[str]) -> Finding | None:
     what = match["what"].lower()
-    text = f"The team's {what} is {_clean(match['v'])}"
+    text = f"The team's {what} is {clean_value(match['v'])}"
     return Finding("fact", text, "stack", subject="team", attribute=_OUR.get(what, what))
 
 
@@ -243,7 +278,7 @@ def _our_x_is(match: re.Match[str]) -> Finding | None:
     rf"\bwe(?:'ve| have)? (?:switched|moved|migrated|changed) (?:over )?to {VALUE}{END}",
 )
 def _switched(match: re.Match[str]) -> Finding | None:
-    thing = _clean(match["v"])
+    thing = clean_value(match["v"])
     category = category_of(thing)
     if category is None:  # "we moved to Berlin" is not about the stack
         return None
@@ -252,7 +287,7 @@ def _switched(match: re.Match[str]) -> Finding | None:
 
 @rule(ENGLISH_RULES, rf"\b(?:we|i)(?:'ve| have)? decided (?P<how>to|on|that) {VALUE}{END}")
 def _decided(match: re.Match[str]) -> Finding | None:
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     return _decision(f"Decided {match['how'].lower()} {what}", what)
 
 
@@ -261,7 +296,7 @@ def _decided(match: re.Match[str]) -> Finding | None:
     rf"\b(?:let's|let us|we'll|we will) (?P<how>go with|use|pick|choose|stick with) {VALUE}{END}",
 )
 def _lets_go_with(match: re.Match[str]) -> Finding | None:
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     return _decision(f"Decided to {match['how'].lower()} {what}", what)
 
 
@@ -281,7 +316,7 @@ _NOT_TASKS = re.compile(r"^(?:know|understand|think|say|admit|ask|be honest|tell
     r"\bto-?do\s*:|\btodo\b:?)\s+(?P<v>[^.;!?\n]+)",
 )
 def _todo(match: re.Match[str]) -> Finding | None:
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     if _NOT_TASKS.match(what):
         return None
     return Finding("task", f"To do: {what}", "task", attribute=task_attribute(what))
@@ -293,5 +328,5 @@ def _todo(match: re.Match[str]) -> Finding | None:
     r"(?:i'm |i am )?done with)\s+(?P<v>[^.;!?\n]+)",
 )
 def _done(match: re.Match[str]) -> Finding | None:
-    what = _clean(match["v"])
+    what = clean_value(match["v"])
     return Finding("task", f"Done: {what}", "task", attribute=task_attribute(what))

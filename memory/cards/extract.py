@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from memory.cards.caps import MAX_CARDS_PER_REPLY, cap_drafts
 from memory.cards.claims import refuse_card
 from memory.cards.model import CardDraft, DatePrecision, SourceMessage, normalize_text
 from memory.cards.prompts import EXTRACTION_FORMAT, EXTRACTION_INSTRUCTIONS, render_numbered
@@ -102,7 +103,7 @@ class ReplyCard(BaseModel):
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
 
     type: Literal["fact", "preference", "task", "event", "profile"]
-    text: str = Field(min_length=1, max_length=1_000)
+    text: str = Field(min_length=1)  # an over-long one is dropped alone (``caps``)
     topic: str | None = None
     tags: list[str] = Field(default_factory=list)
     occurred_at: str | None = None
@@ -297,7 +298,11 @@ def _drafts(
         draft = _draft(card, sources, model)
         same = drafts.get(draft.normalized)
         drafts[draft.normalized] = draft if same is None else _merged(same, draft)
-    return tuple(drafts.values())
+    # A fold may read more lines than an extraction batch: a card per line is no runaway.
+    capped = cap_drafts(tuple(drafts.values()), max_cards=max(MAX_CARDS_PER_REPLY, len(messages)))
+    if capped.changed:
+        logger.warning("cards of a %s reply over their bounds: %s", model, capped.describe())
+    return capped.cards
 
 
 def _merged(first: CardDraft, again: CardDraft) -> CardDraft:

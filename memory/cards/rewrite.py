@@ -6,14 +6,19 @@ name one clear antecedent; when they cannot decide and a model is configured, th
 rewrites (JSON through the shared ``LLMChain``, in JSON mode where the endpoint takes it); when
 both fail the original text is used. The rewrite is for retrieval only: the prompt keeps the
 user's message as written.
+
+A request waits for the model only within a ``Deadline``: the call runs on a thread of its own,
+and an answer that comes later is dropped, never awaited.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,17 +27,22 @@ from memory.cards.prompts import REWRITE_FORMAT, REWRITE_INSTRUCTIONS
 from memory.context.cut import cut_to_chars, one_line
 from memory.context.messages import Message
 from memory.errors import LLMError
-from memory.llm import LLMChain, LLMChainFailed, json_text
+from memory.llm import ChainResult, LLMChain, LLMChainFailed, json_text
 
-__all__ = ["Rewrite", "RewriteMethod", "rewrite_query"]
+__all__ = ["Deadline", "DeadlinePassed", "Rewrite", "RewriteMethod", "rewrite_query"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 RewriteMethod = Literal["rules", "llm", "original"]
 #: How many recent user and assistant messages are searched for an antecedent (newest first).
 RECENT_TURNS = 6
 #: Each recent message is cut to this many characters in the model's prompt.
 PROMPT_CHARS = 600
+#: Model calls a ``Deadline`` lets run at once, late ones included: when that many are still
+#: running, the model is slower than the deadline and no new call is started.
+MAX_RUNNING_CALLS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +54,11 @@ class Rewrite:
         method: ``rules`` (resolved, or nothing to resolve), ``llm``, or ``original`` (a
             reference that neither the rules nor a model could resolve).
         antecedent: what the rules resolved the references to.
-        tokens_in: prompt tokens the model calls cost.
+        tokens_in: prompt tokens the model calls cost (those answered within the deadline).
         tokens_out: completion tokens the model calls cost.
-        calls: chat model calls made.
+        calls: chat model calls made (a call abandoned at the deadline included).
+        late: the model did not answer within the deadline (the call was abandoned, its
+            answer dropped), or too many late calls were still running to start one.
     """
 
     query: str
@@ -55,6 +67,67 @@ class Rewrite:
     tokens_in: int = 0
     tokens_out: int = 0
     calls: int = 0
+    late: bool = False
+
+
+class DeadlinePassed(LLMError):
+    """A ``Deadline``'s call did not return in time; its late answer will be dropped.
+
+    Attributes:
+        started: whether the call was started (and abandoned), or not started at all.
+    """
+
+    def __init__(self, message: str, started: bool) -> None:
+        super().__init__(message)
+        self.started = started
+
+
+class Deadline:
+    """The longest a caller waits for a model call, whatever the model does.
+
+    ``run`` starts the call on a thread of its own and waits for it ``seconds`` at most; a call
+    not done by then is abandoned: it runs on (its own client timeout ends it) and its answer,
+    or its failure, is dropped. Retries inside the call cannot extend the wait. At most
+    ``max_running`` calls run at once, abandoned ones included, so a model that hangs costs a
+    bounded number of threads; while that many run, no call is started.
+
+    Args:
+        seconds: the longest wait.
+        max_running: the most calls running at once.
+    """
+
+    def __init__(self, seconds: float, *, max_running: int = MAX_RUNNING_CALLS) -> None:
+        if seconds <= 0 or max_running < 1:
+            raise ValueError(f"need seconds > 0 and max_running >= 1, got {seconds}, {max_running}")
+        self.seconds = seconds
+        self._running = max_running
+        self._slots = threading.BoundedSemaphore(max_running)
+
+    def run(self, call: Callable[[], T]) -> T:
+        """What ``call`` returns, if it returns within the deadline.
+
+        Raises:
+            DeadlinePassed: the call was abandoned at the deadline, or not started.
+            Whatever ``call`` raised, when it raised in time.
+        """
+        if not self._slots.acquire(blocking=False):
+            raise DeadlinePassed(f"{self._running} calls still running: none started", False)
+        done: Future[T] = Future()
+
+        def work() -> None:
+            try:
+                done.set_result(call())
+            # Not swallowed: handed to the caller, who raises it if it waits still.
+            except BaseException as error:  # noqa: BLE001
+                done.set_exception(error)
+            finally:
+                self._slots.release()
+
+        threading.Thread(target=work, name="stratamem-deadline", daemon=True).start()
+        try:
+            return done.result(timeout=self.seconds)
+        except TimeoutError:
+            raise DeadlinePassed(f"no answer within {self.seconds * 1000:.0f} ms", True) from None
 
 
 class _Reply(BaseModel):
@@ -64,7 +137,11 @@ class _Reply(BaseModel):
 
 
 def rewrite_query(
-    input: str, recent_messages: Sequence[Message], *, chat: LLMChain | None = None
+    input: str,
+    recent_messages: Sequence[Message],
+    *,
+    chat: LLMChain | None = None,
+    deadline: Deadline | None = None,
 ) -> Rewrite:
     """Rewrite ``input`` into a query that stands alone, for recall.
 
@@ -72,9 +149,10 @@ def rewrite_query(
         input: the user's latest message.
         recent_messages: the messages before it, oldest first; user and assistant text is read.
         chat: the chain to ask when the rules cannot decide; ``None`` for rules only.
+        deadline: the longest the model is waited for; ``None`` waits for the chain to end.
 
     Returns:
-        The rewrite; never raises because a model failed.
+        The rewrite; never raises because a model failed or was late.
     """
     references = find_references(input)
     if not references:
@@ -89,13 +167,21 @@ def rewrite_query(
         return Rewrite(_substitute(input, references, antecedent), "rules", antecedent)
     if chat is None:
         return Rewrite(input, "original")
-    try:
-        result = chat.run(
+    model = chat
+
+    def ask() -> ChainResult[str]:
+        return model.run(
             _request(input, turns),
             lambda text, model: _accept(text, input, model),
             max_tokens=max(64, len(input) * 2),
             response_format=REWRITE_FORMAT,
         )
+
+    try:
+        result = ask() if deadline is None else deadline.run(ask)
+    except DeadlinePassed as late:
+        logger.info("query rewrite: %s; the input is searched as written", late)
+        return Rewrite(input, "original", calls=int(late.started), late=True)
     except LLMChainFailed as failure:
         logger.warning("query rewrite kept the original text: %s", failure)
         return Rewrite(input, "original", None, failure.tokens_in, failure.tokens_out,

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime
 
 from memory.cards.chinese import CHINESE_RULES
 from memory.cards.claims import refuse_card
 from memory.cards.dates import ResolvedDate, resolve_date
 from memory.cards.english import ENGLISH_RULES
+from memory.cards.everyday import EVERYDAY_CHINESE, EVERYDAY_ENGLISH
 from memory.cards.model import CardDraft, SourceMessage, normalize_text
 from memory.cards.phrasing import (
     absolute_date,
@@ -31,6 +33,10 @@ from memory.cards.supersede import TASK_PREFIX, task_attribute
 
 __all__ = ["extract_by_rules"]
 
+# The general rules first: the first rule to read a stretch of a sentence owns it.
+_ENGLISH = (*ENGLISH_RULES, *EVERYDAY_ENGLISH)
+_CHINESE = (*CHINESE_RULES, *EVERYDAY_CHINESE)
+
 #: An event needs this many words (or Chinese characters) besides its date to say something.
 MIN_EVENT_WORDS = 3
 # How the user feels today is small talk, not an event worth remembering.
@@ -43,7 +49,9 @@ _SMALL_TALK = re.compile(
 
 
 def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
-    """Cards from the user's messages, in order; an identical card is kept once (the first).
+    """Cards from the user's messages, in order; an identical card is kept once (the first)
+    unless it is said again later: the later statement is what makes it current again ("I
+    live in Lyon", "I live in Berlin", a day later "I live in Lyon").
 
     Args:
         messages: the batch, in the order they were said; only ``user`` messages are read.
@@ -53,14 +61,14 @@ def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
         sources.
     """
     drafts: list[CardDraft] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, datetime]] = set()
     for message in messages:
         if message.role != "user" or refuse_card(message.text, by="rules"):
             continue
         for sentence in split_sentences(message.text):
             for draft in _read(sentence, message):
-                if draft.normalized not in seen:
-                    seen.add(draft.normalized)
+                if (draft.normalized, message.time) not in seen:
+                    seen.add((draft.normalized, message.time))
                     drafts.append(draft)
     return drafts
 
@@ -68,7 +76,7 @@ def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
 def _read(sentence: str, message: SourceMessage) -> list[CardDraft]:
     if is_question(sentence):
         return []
-    rules = CHINESE_RULES if has_cjk(sentence) else ENGLISH_RULES
+    rules = _CHINESE if has_cjk(sentence) else _ENGLISH
     findings: list[Finding] = []
     taken: list[tuple[int, int]] = []
     for rule in rules:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from memory.cards.model import CardDraft, CardType, normalize_text
@@ -18,8 +18,11 @@ from memory.cards.phrasing import has_cjk
 
 __all__ = [
     "CardId",
+    "ChainLink",
+    "ChainProblems",
     "ExistingCard",
     "SupersedeDecision",
+    "chain_problems",
     "decide_supersede",
     "task_attribute",
     "task_key",
@@ -178,3 +181,79 @@ def decide_supersede(draft: CardDraft, existing: Iterable[ExistingCard]) -> Supe
         if _same_attribute(draft, card):
             (pinned if card.pinned else closes).append(card.id)
     return SupersedeDecision(duplicate, tuple(closes), tuple(pinned))
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """What the chain check needs to know of a stored card.
+
+    Attributes:
+        id: the card's id.
+        subject: who or what it is about, or ``None``.
+        attribute: which property it sets, or ``None``.
+        superseded_by: the card that replaced it, or ``None`` while it is current.
+        pinned: pinned by the user (a pin and a newer card may both be current).
+    """
+
+    id: CardId
+    subject: str | None
+    attribute: str | None
+    superseded_by: CardId | None
+    pinned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChainProblems:
+    """What is wrong with a user's supersede chains; empty (falsy) when nothing is.
+
+    Attributes:
+        facts: how many facts (subject and attribute, tasks aside) were checked.
+        cycles: each cycle's cards, in the order ``superseded_by`` walks them.
+        without_current: facts whose every card is superseded.
+        several_current: facts with more than one current card (pins aside).
+    """
+
+    facts: int = 0
+    cycles: tuple[tuple[CardId, ...], ...] = ()
+    without_current: tuple[tuple[str, str], ...] = ()
+    several_current: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.cycles or self.without_current or self.several_current)
+
+
+def chain_problems(cards: Iterable[ChainLink]) -> ChainProblems:
+    """Check that supersede chains are acyclic and leave exactly one current card per fact.
+
+    A fact is a subject and attribute; tasks are left out (their attributes match word by word,
+    and a done task closes the open one on purpose). A pinned card is never closed
+    automatically, so it is not counted among a fact's current cards.
+    """
+    links = list(cards)
+    by_id: Mapping[CardId, ChainLink] = {link.id: link for link in links}
+    facts: dict[tuple[str, str], list[ChainLink]] = {}
+    for link in links:
+        if link.subject and link.attribute and not link.attribute.startswith(TASK_PREFIX):
+            facts.setdefault((link.subject, link.attribute), []).append(link)
+    cycles: list[tuple[CardId, ...]] = []
+    done: set[CardId] = set()
+    for link in links:
+        path: list[CardId] = []
+        on_path: set[CardId] = set()
+        at: ChainLink | None = link
+        while at is not None and at.id not in done and at.id not in on_path:
+            path.append(at.id)
+            on_path.add(at.id)
+            at = by_id.get(at.superseded_by) if at.superseded_by is not None else None
+        if at is not None and at.id in on_path:
+            cycles.append(tuple(path[path.index(at.id) :]))
+        done.update(path)
+    without: list[tuple[str, str]] = []
+    several: list[tuple[str, str]] = []
+    for key, members in facts.items():
+        current = [m for m in members if m.superseded_by is None]
+        if not current:
+            without.append(key)
+        elif len([m for m in current if not m.pinned]) > 1:
+            several.append(key)
+    return ChainProblems(len(facts), tuple(cycles), tuple(without), tuple(several))

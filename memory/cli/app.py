@@ -17,6 +17,7 @@ from memory.cli.forget import register_forget
 from memory.cli.inspect import register_inspect
 from memory.cli.keys import register_keys
 from memory.cli.serve import register_serve
+from memory.cli.transfer import register_export, register_import
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
 from storage import StorageError
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         register_chat,
         register_serve,
         register_keys,
+        register_export,
+        register_import,
     ):
         register(subcommands)
     return parser

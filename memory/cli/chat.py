@@ -210,6 +210,7 @@ class Chat:
             user_id=self.user,
             session_id=self.session,
             messages=[{"role": "assistant", "content": reply}],
+            reply_to=context,
         )
         return reply
 

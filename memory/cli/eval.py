@@ -30,6 +30,7 @@ from memory.cli.eval_locomo import (
     session_messages,
     user_id_of,
 )
+from memory.cli.eval_updates import register_updates
 from memory.evaluation import Conversation, LocomoFormatError, load_locomo
 from memory.evaluation_budgets import BUDGETS
 from retrieval import Embedder, SentenceTransformerEmbedder
@@ -46,7 +47,7 @@ __all__ = [
 
 
 def register_eval(subcommands: Subcommands) -> None:
-    """Add ``stratamem eval locomo``."""
+    """Add ``stratamem eval locomo`` and ``stratamem eval updates``."""
     evaluation = subcommands.add_parser(
         "eval", help="measure recall on a benchmark", description="Measure recall offline."
     )
@@ -85,6 +86,7 @@ def register_eval(subcommands: Subcommands) -> None:
         "--data-dir", type=Path, help="database folder (default: a temporary one, removed after)"
     )
     locomo.set_defaults(handler=_run_locomo)
+    register_updates(benchmarks)
 
 
 def make_embedder() -> Embedder:

@@ -81,10 +81,13 @@ def register_serve(subcommands: Subcommands) -> None:
         "without routing them to one proxy; the default stores it while the answer goes out)",
     )
     serve.add_argument(
-        "--worker",
+        "--no-worker",
         action="store_true",
-        help="also run a background worker thread (else run `stratamem worker` beside it)",
+        help="run no worker thread: leave the jobs (folds, and the cards that let other "
+        "sessions recall what was said) to `stratamem worker` processes",
     )
+    # The worker thread is the default now; the flag that asked for it still starts.
+    serve.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(handler=_serve)
 
 
@@ -110,13 +113,13 @@ def _serve(args: argparse.Namespace, out: Console) -> int:
                 max_body_bytes=args.max_body_bytes,
                 timeout=args.timeout,
                 record_after_answer=not args.record_before_answer,
+                worker=not args.no_worker,
             )
-            if args.worker:
-                mem.run_worker()
             host, port = listener.getsockname()[:2]
             out.print(
                 f"stratamem proxy on http://{host}:{port}/v1 -> {config.upstream}"
-                + (" (keys required)" if config.require_keys else " (NO AUTH)"),
+                + (" (keys required" if config.require_keys else " (NO AUTH")
+                + (", worker thread)" if config.worker else ", no worker: run stratamem worker)"),
                 highlight=False,
                 soft_wrap=True,
             )

@@ -69,9 +69,11 @@ def assemble(
         summary: the rolling summary of what left the window.
         memories: memories recalled for this request; pinned ones are never dropped.
         recent_messages: how many of the newest messages before the current turn are dropped
-            last (whole units holding them are protected).
+            last (whole units holding them are protected), before only the summary and the
+            memories below their floors (``memory.context.floors``).
         tool_result_max_tokens: the most one tool result may cost when the context does not
-            fit; ``budget // 4`` by default.
+            fit; ``budget // 4`` by default. The current turn's are cut further while the
+            summary and the memories need room for their floors.
         valid_through: the first ``valid_through`` messages of ``history`` are known to be a
             valid history, but for calls of their last unit that may still wait for results
             (a window of stored messages, checked as they were stored). Only their last unit

@@ -1,10 +1,12 @@
 """The hard cap: a pipeline of plain functions that narrows a context's parts to a budget.
 
 ``apply_cap`` runs the steps in the priority order of ``docs/design.md`` ("The hard cap"): the
-system message, pins and the current turn stay (the turn's big tool results are cut); the oldest
-window units go first, then retrieved memories (lowest score first), then the summary is
-shortened or dropped, and the most recent units go last. Each step returns a new
-``CappedContext`` recording its drops.
+system message, pins and the current turn stay (the turn's big tool results are cut, further
+where the summary and the memories need room for their floors: ``memory.context.floors``); the
+oldest window units go first, then retrieved memories (lowest score first) and the summary
+(shortened or dropped) down to their floors, then the most recent units; the memories and the
+summary go below their floors last. Each step returns a new ``CappedContext`` recording its
+drops.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from memory.context.cut import preview
+from memory.context.floors import Floors, memory_drop_order, retrieved_tokens
 from memory.context.parts import (
     SUMMARY_MIN_TOKENS,
     ContextParts,
     RetrievedMemory,
+    SummaryContext,
     describe_unit,
     memories_message,
     shorten_summary_text,
@@ -72,9 +76,10 @@ def apply_cap(
     """Narrow ``parts`` to ``budget`` tokens (reply priming included) in the priority order.
 
     When everything fits, nothing changes (the same ``parts`` are returned). Otherwise tool
-    results above ``tool_result_max_tokens`` (``budget // 4`` by default) are cut first, then
-    parts are dropped until the context fits. ``tokens`` is ``parts.measure(counter)`` when
-    the caller has it already.
+    results above ``tool_result_max_tokens`` (``budget // 4`` by default) are cut first, the
+    current turn's further while the summary and the memories need room for their floors
+    (``Floors``), then parts are dropped until the context fits. ``tokens`` is
+    ``parts.measure(counter)`` when the caller has it already.
 
     Raises:
         ValueError: ``budget`` is negative.
@@ -88,10 +93,18 @@ def apply_cap(
     if capped.total <= budget:
         return capped
     cap = tool_result_cap(budget, tool_result_max_tokens)
-    capped = fit_current_turn(capped, budget, cap, counter)
+    floors = Floors.of(parts.summary, parts.memories, budget, counter)
+    capped = fit_current_turn(capped, budget, cap, counter, reserve=floors.tokens)
     capped = cut_window_tool_results(capped, cap, counter)
-    for step in (drop_window_units, drop_memories, shorten_summary, drop_recent_units):
-        capped = step(capped, budget, counter)
+    capped = drop_window_units(capped, budget, counter)
+    capped = drop_memories(capped, budget, counter, floor=floors.memories_limit)
+    capped = shorten_summary(capped, budget, counter, floor=floors.summary_limit)
+    capped = drop_recent_units(capped, budget, counter)
+    # Below the floors: only when the turn's tool results are at their markers already.
+    capped = drop_memories(capped, budget, counter, reason=_BELOW_FLOOR_REASON)
+    capped = shorten_summary(
+        capped, budget, counter, source=parts.summary, reason=_BELOW_FLOOR_REASON
+    )
     kept = {
         unit.start + offset
         for unit in (*capped.parts.window, *capped.parts.recent, *capped.parts.current_turn)
@@ -101,12 +114,18 @@ def apply_cap(
 
 
 def fit_current_turn(
-    capped: CappedContext, budget: int, tool_result_max_tokens: int, counter: TokenCounter
+    capped: CappedContext,
+    budget: int,
+    tool_result_max_tokens: int,
+    counter: TokenCounter,
+    *,
+    reserve: int = 0,
 ) -> CappedContext:
     """Cut the current turn's tool results to ``tool_result_max_tokens``, and further if needed.
 
     The further cut (``cut_turn_to_fit``) finds the largest per-result size at which the system
-    message, pins and turn fit.
+    message, pins and turn fit with ``reserve`` tokens to spare (the floors of the summary and
+    the memories), down to the bare markers.
 
     Raises:
         ContextOverflowError: the mandatory part does not fit even with the markers alone.
@@ -116,7 +135,9 @@ def fit_current_turn(
     system_tokens = counter.count_message(parts.system) if parts.system else 0
     pin_tokens = counter.count_message(pins) if pins else 0
     room = budget - REPLY_PRIMING_TOKENS - system_tokens - pin_tokens
-    turn = tuple(cut_turn_to_fit(parts.current_turn, room, tool_result_max_tokens, counter))
+    turn = tuple(
+        cut_turn_to_fit(parts.current_turn, room - reserve, tool_result_max_tokens, counter)
+    )
     tokens = units_tokens(turn, counter)
     if tokens > room:
         raise ContextOverflowError(
@@ -177,13 +198,26 @@ def _cuts(
 
 
 _WINDOW_REASON = "over budget: the oldest window units go first"
-_MEMORY_REASON = "still over budget without the older window: memories go next, lowest score first"
-_SHORTENED_REASON = "still over budget without retrieved memories: the summary is shortened"
+_MEMORY_REASON = (
+    "still over budget without the older window: memories go next, lowest score first, "
+    "down to their floor"
+)
+_SHORTENED_REASON = (
+    "still over budget with the memories at their floor: the summary is shortened, down to its "
+    "floor"
+)
 _SUMMARY_REASON = (
-    "still over budget without retrieved memories: the summary would fall below "
+    "still over budget with the memories at their floor: the summary would fall below "
     f"{SUMMARY_MIN_TOKENS} tokens"
 )
-_RECENT_REASON = "still over budget without the summary: the most recent units go last"
+_RECENT_REASON = (
+    "still over budget with the summary and the memories at their floors: the most recent units "
+    "go last"
+)
+_BELOW_FLOOR_REASON = (
+    "still over budget with the current turn's tool results at their markers and no recent "
+    "units: below its floor"
+)
 
 
 def drop_window_units(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
@@ -230,49 +264,74 @@ def _drop_oldest(
     )
 
 
-def drop_memories(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
+def drop_memories(
+    capped: CappedContext,
+    budget: int,
+    counter: TokenCounter,
+    *,
+    floor: int = 0,
+    reason: str = _MEMORY_REASON,
+) -> CappedContext:
     """Drop retrieved (non-pinned) memories, lowest score first, until the context fits.
 
-    Of memories with the same score, the one later in prompt order goes first.
+    Of memories with the same score, the one later in prompt order goes first. None goes once
+    the retrieved memories cost at most ``floor`` tokens (``retrieved_tokens``).
     """
     over = capped.total - budget
-    memories = list(capped.parts.memories)
+    memories = capped.parts.memories
+    gone: set[int] = set()
+
+    def kept() -> list[RetrievedMemory]:
+        return [memory for at, memory in enumerate(memories) if at not in gone]
+
     dropped: list[Dropped] = []
-    saved_total = 0
-    while over > 0:
-        candidates = [index for index, memory in enumerate(memories) if not memory.pinned]
-        if not candidates:
+    for index in memory_drop_order(memories):
+        if over <= 0 or retrieved_tokens(kept(), counter) <= floor:
             break
-        lowest = min(reversed(candidates), key=lambda index: memories[index].score)
-        before = _label_tokens(memories, counter)
-        memory = memories.pop(lowest)
-        saved = before - _label_tokens(memories, counter)
+        before = _label_tokens(kept(), counter)
+        gone.add(index)
+        saved = before - _label_tokens(kept(), counter)
+        memory = memories[index]
         name = f"memory {memory.id}" if memory.id else f'memory "{preview(memory.text)}"'
-        dropped.append(
-            Dropped("memories", f"{name} (score {memory.score:.3f})", saved, _MEMORY_REASON)
-        )
+        dropped.append(Dropped("memories", f"{name} (score {memory.score:.3f})", saved, reason))
         over -= saved
-        saved_total += saved
+    if not dropped:
+        return capped
     return replace(
         capped,
-        parts=replace(capped.parts, memories=tuple(memories)),
+        parts=replace(capped.parts, memories=tuple(kept())),
         dropped=capped.dropped + tuple(dropped),
-        total=capped.total - saved_total,
+        total=capped.total - sum(drop.tokens for drop in dropped),
     )
 
 
-def shorten_summary(capped: CappedContext, budget: int, counter: TokenCounter) -> CappedContext:
-    """Shorten the summary until the context fits (see ``shorten_summary_text``), or drop it."""
+def shorten_summary(
+    capped: CappedContext,
+    budget: int,
+    counter: TokenCounter,
+    *,
+    floor: int = 0,
+    source: SummaryContext | None = None,
+    reason: str | None = None,
+) -> CappedContext:
+    """Shorten the summary until the context fits (see ``shorten_summary_text``), or drop it.
+
+    Its message is never shortened below ``floor`` tokens (nor touched when it has at most
+    that many). ``source`` is the summary to cut from when the one in the context was cut
+    already (so the marker counts from the original); ``reason`` replaces the default reasons.
+    """
     parts = capped.parts
     over = capped.total - budget
     if over <= 0 or parts.summary is None:
         return capped
     summary = parts.summary
     tokens = counter.count_message(summary_message(summary))
+    if floor and tokens <= floor:
+        return capped
     name = f"summary ({summary.kind}, covers {summary.covered} messages)"
-    shortened = shorten_summary_text(summary, tokens - over, counter)
+    shortened = shorten_summary_text(source or summary, max(tokens - over, floor), counter)
     if shortened is None:
-        drop = Dropped("summary", name, tokens, _SUMMARY_REASON)
+        drop = Dropped("summary", name, tokens, reason or _SUMMARY_REASON)
         return replace(
             capped,
             parts=replace(parts, summary=None),
@@ -284,7 +343,7 @@ def shorten_summary(capped: CappedContext, budget: int, counter: TokenCounter) -
         "summary",
         f"{name} shortened from {tokens} to {left} tokens",
         tokens - left,
-        _SHORTENED_REASON,
+        reason or _SHORTENED_REASON,
     )
     return replace(
         capped,

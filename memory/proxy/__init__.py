@@ -7,9 +7,16 @@ uvicorn) with ``httpx`` for the upstream.
 """
 
 from memory.proxy.app import MemoryProxy, create_app
-from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, USER_HEADER, ProxyConfig
+from memory.proxy.config import (
+    END_SESSION_HEADER,
+    MEMORY_HEADER,
+    SESSION_HEADER,
+    USER_HEADER,
+    ProxyConfig,
+)
 
 __all__ = [
+    "END_SESSION_HEADER",
     "MEMORY_HEADER",
     "SESSION_HEADER",
     "USER_HEADER",

@@ -3,7 +3,10 @@
 ``POST /v1/chat/completions`` with a user (the ``X-Stratamem-User`` header or the body's
 ``user``) stores the request's new messages, sends the assembled context instead of the
 client's history, returns the upstream's answer unchanged, streamed or not, and stores the
-reply once the answer has gone out (``memory.proxy.recordings``). ``GET /v1/models`` is
+reply once the answer has gone out (``memory.proxy.recordings``); with
+``X-Stratamem-End-Session: 1`` it then ends the session (``Memory.end_session``). While it
+serves, a worker thread runs the jobs that make cards of what was stored and fold summaries
+(``ProxyConfig.worker``). ``GET /v1/models`` is
 forwarded; ``GET /healthz`` answers without touching anything. Every ``/v1`` request needs a
 stratamem key unless the proxy runs with ``--no-auth``; the key decides which user a request
 may act as (``memory.proxy.access``).
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,11 +31,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from memory.context.assembler import AssembledContext
-from memory.errors import ContextOverflowError
+from memory.errors import ConfigurationError, ContextOverflowError
 from memory.facade import Memory
 from memory.hook import DEFAULT_SESSION, context_for, record_reply
 from memory.proxy.access import Access, Refused
-from memory.proxy.config import MEMORY_HEADER, SESSION_HEADER, ProxyConfig
+from memory.proxy.config import END_SESSION_HEADER, MEMORY_HEADER, SESSION_HEADER, ProxyConfig
 from memory.proxy.keys import KeyRing
 from memory.proxy.mending import Mender
 from memory.proxy.recordings import Recordings
@@ -110,12 +114,17 @@ class MemoryProxy:
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         await self._upstream.start()
+        stop = threading.Event()
+        if self.config.worker:
+            # Stopped with the server; ``Memory.close`` waits for the job it is running.
+            self.memory.run_worker(stop=stop)
         try:
             yield
         finally:
             # uvicorn has finished the requests in flight; their replies are stored before the
             # process may end.
             await self.recordings.drain()
+            stop.set()
             await self._upstream.close()
 
     async def healthz(self, request: Request) -> Response:
@@ -165,9 +174,10 @@ class MemoryProxy:
         except BodyRefused as too_deep:
             return too_deep.response
         state = {MEMORY_HEADER: "ok" if sent is not None else "degraded"}
+        ends = request.headers.get(END_SESSION_HEADER, "").strip().lower() in ("1", "true")
 
         async def record(reply: dict[str, Any]) -> None:
-            recording = self._record(reply, user, session, context)
+            recording = self._record(reply, user, session, context, ends)
             if self.config.record_after_answer:
                 self.recordings.start((user, session), recording)
             else:
@@ -215,13 +225,21 @@ class MemoryProxy:
             return None
 
     async def _record(
-        self, reply: dict[str, Any], user: str, session: str, context: AssembledContext | None
+        self,
+        reply: dict[str, Any],
+        user: str,
+        session: str,
+        context: AssembledContext | None,
+        ends: bool = False,
     ) -> None:
-        """Store the model's reply; a failure is logged and counted, never raised.
+        """Store the model's reply, then end the session if asked; a failure is logged and
+        counted, never raised.
 
         It runs after the client has its answer; the client holds the reply and sends it back
         with its next request, where it is stored as a new message: nothing is lost. A reply to
-        a session erased since its context was assembled is not stored (``reply_to``).
+        a session erased since its context was assembled is not stored (``reply_to``). The
+        session is ended (``ends``) only once its reply is stored: a request whose reply is not
+        stored ends nothing, and the client's next request with the header ends it.
         """
         try:
             await run_in_threadpool(
@@ -236,8 +254,26 @@ class MemoryProxy:
             logger.info(
                 "user %r, session %r: erased while answering; reply not stored", user, session
             )
+            return
         except Exception as error:  # noqa: BLE001 - a degradation point, as in _context
             self._failed("recording the reply", user, session, error)
+            return
+        if ends:
+            await self._end(user, session)
+
+    async def _end(self, user: str, session: str) -> None:
+        """End the session: its messages not archived yet become cards (a queued job in
+        background mode). A failure is logged and counted, never raised."""
+        try:
+            await run_in_threadpool(self.memory.end_session, user_id=user, session_id=session)
+        except ConfigurationError:
+            logger.info(
+                "user %r, session %r: long-term memory is off; nothing ended", user, session
+            )
+        except SessionErasedError:
+            logger.info("user %r, session %r: erased meanwhile; nothing ended", user, session)
+        except Exception as error:  # noqa: BLE001 - a degradation point, as in _context
+            self._failed("ending the session", user, session, error)
 
     def _failed(self, doing: str, user: str, session: str, error: Exception) -> None:
         self.memory_failures += 1

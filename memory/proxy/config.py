@@ -8,6 +8,7 @@ from memory.hook import LOOKBACK
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "END_SESSION_HEADER",
     "MEMORY_HEADER",
     "SESSION_HEADER",
     "USER_HEADER",
@@ -18,6 +19,9 @@ __all__ = [
 USER_HEADER = "X-Stratamem-User"
 #: Which of the user's conversations this is (else ``memory.hook.DEFAULT_SESSION``).
 SESSION_HEADER = "X-Stratamem-Session"
+#: ``1`` (or ``true``) ends the session once the request's reply is stored: its messages not
+#: archived yet become cards (``Memory.end_session``). The same session id may go on afterwards.
+END_SESSION_HEADER = "X-Stratamem-End-Session"
 #: On every response of a request with a user: ``ok``, or ``degraded`` when memory failed and
 #: the client's own messages were forwarded. The reply is recorded after the response has gone
 #: out: a failure there is logged and counted (``/healthz``), not told in this header.
@@ -47,6 +51,10 @@ class ProxyConfig:
             wait for it; a later request of the session waits, on this proxy). ``False``
             stores it before the answer (before ``[DONE]`` in a stream), for several proxies
             that share a session's requests without routing them to one proxy.
+        worker: run a background worker thread while serving, for the jobs of every session
+            (folds, and the cards of what was stored: another session of the user recalls a
+            message within ``cards.debounce_seconds``). ``False`` leaves them to
+            ``stratamem worker`` processes.
     """
 
     upstream: str
@@ -57,3 +65,4 @@ class ProxyConfig:
     connect_timeout: float = 10.0
     lookback: int = LOOKBACK
     record_after_answer: bool = True
+    worker: bool = True

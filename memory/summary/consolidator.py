@@ -158,9 +158,17 @@ class Consolidator:
         stored, more = self._increment(user_id, session_id, boundary)
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
-        # With more behind (a backlog) a fold is surely due, and it ends far before the newest
-        # messages the policy keeps; the increment's last unit may be cut short: leave it.
-        due = split_units(parsed)[-1].start if more else self.policy.plan(parsed, tokens)
+        if more:
+            # A backlog: a fold is surely due. The increment's last unit may be cut short, so
+            # it is left; and the read may end inside the current turn (a long tool loop), which
+            # a fold never takes: it stops before the session's last user message.
+            turn = self._messages.turn_start(user_id, session_id)
+            due = min(
+                split_units(parsed)[-1].start,
+                next((i for i, m in enumerate(stored) if m.seq >= turn), len(stored)),
+            )
+        else:
+            due = self.policy.plan(parsed, tokens)
         fold = limit_fold(parsed, tokens, due, self._max_step_tokens)
         if fold == 0:
             return None, False

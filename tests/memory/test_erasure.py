@@ -24,6 +24,7 @@ from fake_openai import FakeOpenAI, Hang
 from sqlalchemy import text
 
 from memory import Memory, Settings
+from memory.items import ItemWrite
 from memory.llm import OpenAIChatModel
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import ArchiveMarks, Database, SessionErasedError
@@ -42,6 +43,9 @@ USER_TABLES = (
     "cards",
     "card_terms",
     "card_stats",
+    "store_items",
+    "store_vectors",
+    "store_terms",
 )
 
 
@@ -171,16 +175,23 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     )
     app.end_session(user_id=user_id, session_id="s")
     app.pin(user_id=user_id, text="SSN 078-05-1120.")
+    app.items.write(
+        [ItemWrite(user_id, ("memories",), "ssn", {"ssn": "078-05-1120"}, {"$": "SSN"})]
+    )
     before = rows_of(database, user_id)
     assert before["cards"] >= 2 and before["archive_marks"] == 1 and before["card_terms"] > 0
+    assert before["store_items"] == before["store_vectors"] == before["store_terms"] == 1
     without_cards = Memory(database, Settings(cards={"enabled": False}))
 
     gone = without_cards.forget(user_id=user_id)
 
     assert rows_of(database, user_id) == dict.fromkeys(USER_TABLES, 0)
     assert gone.cards == before["cards"] and gone.card_terms == before["card_terms"]
+    # An item's vectors and terms go with it (not counted apart).
     assert gone.by_table() == {
-        table: before[table] for table in USER_TABLES if table != "card_stats"
+        table: before[table]
+        for table in USER_TABLES
+        if table not in ("card_stats", "store_vectors", "store_terms")
     }
 
 

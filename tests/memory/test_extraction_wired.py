@@ -29,7 +29,14 @@ from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
 from memory.llm import OpenAIChatModel
 from memory.shared_fold import FOLD_INSTRUCTIONS
 from retrieval import MINILM_NAME, HashingEmbedder
-from storage import ArchiveMarks, Card, CardFilter, Database
+from storage import (
+    MAX_CARD_TAGS,
+    MAX_CARD_TOPIC_CHARS,
+    ArchiveMarks,
+    Card,
+    CardFilter,
+    Database,
+)
 
 #: Attempts with the model before the rules take over (the first call and one retry).
 RETRIES = 2
@@ -366,6 +373,74 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     assert marks.get(user_id, "s1") == 2 * EXTRACTION_BATCH_MESSAGES
     mem.end_session(user_id=user_id, session_id="s1")  # archived now: nothing more to do
     assert len(longterm.store.list_cards(user_id, everything)) == len(after)
+
+
+def test_a_process_killed_mid_archive_then_the_session_goes_on_gets_no_second_turn_card(
+    make_memory: Callable[..., Memory],
+    server: FakeOpenAI,
+    spawn: Spawn,
+    wired_database: Database,
+    user_id: str,
+) -> None:
+    from memory.archiving import EXTRACTION_BATCH_MESSAGES
+
+    mem = make_memory()
+    for index in range(EXTRACTION_BATCH_MESSAGES):  # two extraction batches
+        talk_pair = [
+            {"role": "user", "content": f"Point {index}."},
+            {"role": "assistant", "content": "Ok."},
+        ]
+        mem.record(user_id=user_id, session_id="s1", messages=talk_pair)
+    arrived = threading.Event()
+
+    def first_then_hang(body: dict[str, Any]) -> Behaviour:
+        if "Point 0." in str(body):
+            return Reply(cards_json())
+        arrived.set()
+        return Hang()
+
+    server.responder = first_then_hang
+    child = spawn(CHILD, wired_database.url, server.base_url, user_id, "s1")
+    assert arrived.wait(WAIT_S), "the child's second extraction request never arrived"
+    assert child.kill() == -signal.SIGKILL  # every turn card stored, the mark not moved
+    server.release()
+    longterm = mem._parts.longterm
+    assert longterm is not None
+    turns = CardFilter(types=("turn",), include_superseded=True)
+    assert len(longterm.store.list_cards(user_id, turns)) == 2 * EXTRACTION_BATCH_MESSAGES
+    # The conversation goes on: the last archived message has a neighbour now.
+    talk(mem, user_id, "One more point.", "Noted.")
+
+    server.responder = lambda body: Reply(cards_json())
+    mem.end_session(user_id=user_id, session_id="s1")  # the retry
+
+    stored = mem.history(user_id=user_id, session_id="s1")
+    cards = longterm.store.list_cards(user_id, turns)
+    assert len(cards) == len(stored) == 2 * EXTRACTION_BATCH_MESSAGES + 2
+    assert sorted(card.turn_message_id for card in cards) == [m.id for m in stored]
+
+
+def test_a_runaway_reply_stores_at_most_its_cap_of_bounded_cards(
+    make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
+) -> None:
+    from memory.cards.caps import MAX_CARDS_PER_REPLY
+
+    runaway = [
+        {"type": "fact", "text": f"User keeps fact number {index}", "topic": "t" * 1_000_000,
+         "tags": ["x" * 1_000] * 100, "source": [1]}
+        for index in range(300)
+    ]  # fmt: skip
+    server.script(Reply(cards_json(*runaway)))
+    mem = make_memory()
+    talk(mem, user_id, "Here are my facts.", "Noted.")
+
+    mem.end_session(user_id=user_id, session_id="s1")
+
+    cards = extracted(mem, user_id)
+    assert len(cards) == MAX_CARDS_PER_REPLY
+    assert {card.topic for card in cards} == {"t" * MAX_CARD_TOPIC_CHARS}
+    assert all(len(card.tags) == MAX_CARD_TAGS for card in cards)
+    assert len(server.requests) == 1  # the reply was used, not retried
 
 
 def test_each_fold_summarises_and_extracts_in_one_call_never_per_message(

@@ -200,6 +200,15 @@ def test_a_pin_that_is_not_text_is_a_clear_error(
     assert [card.text for card in mem.pins(user_id=user_id)] == ["Prefers green tea"]
 
 
+def test_a_pin_over_the_card_bounds_is_a_clear_error(mem: Memory, user_id: str) -> None:
+    with pytest.raises(InvalidInputError, match="topic has 1,000,000 characters"):
+        mem.pin(user_id=user_id, text="Prefers green tea", topic="t" * 1_000_000)
+    with pytest.raises(InvalidInputError, match="21 tags"):
+        mem.pin(user_id=user_id, text="Prefers green tea", tags=[f"t{n}" for n in range(21)])
+
+    assert mem.pins(user_id=user_id) == []
+
+
 def test_forget_everything_leaves_nothing(
     mem: Memory, user_id: str, cards_database: Database
 ) -> None:

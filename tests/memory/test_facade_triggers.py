@@ -1,8 +1,9 @@
 """When cards are made without being asked: ``record`` past the fold trigger, and idle sessions.
 
 On the real embedded Postgres, with the hashing fake embedder (named as MiniLM, the model the
-shared test database records). Nothing here waits on a clock: idle sessions are made by
-recording messages with a ``timestamp`` in the past.
+shared test database records). Nothing here waits on a clock: idle sessions are made by moving
+their last activity (``sessions.last_active_at``, when their last message was stored) into the
+past, as if nobody had written to them since.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from memory import Memory, Settings
 from retrieval import MINILM_NAME, HashingEmbedder
@@ -35,6 +37,9 @@ def triggers_database(database_url: str) -> Iterator[Database]:
 @pytest.fixture
 def make_memory(triggers_database: Database) -> Callable[..., Memory]:
     def make(**settings: Any) -> Memory:
+        # What the fold and the idle sweep archive, alone: cards soon after a record (on by
+        # default in background mode) are tests/memory/test_archive_soon.py's.
+        settings["cards"] = {"archive_promptly": False, **settings.get("cards", {})}
         return Memory(
             triggers_database, Settings(**settings), embedder=HashingEmbedder(name=MINILM_NAME)
         )
@@ -71,6 +76,18 @@ def chat(
                     **stamp,
                 },
             ],
+        )
+
+
+def went_quiet(mem: Memory, user_id: str, session_id: str, at: datetime) -> None:
+    """Make the session's last activity ``at``: nobody wrote to it since."""
+    with mem._database.transaction() as session:
+        session.execute(
+            text(
+                "UPDATE sessions SET last_active_at = :at "
+                "WHERE user_id = :user_id AND session_id = :session_id"
+            ),
+            {"at": at, "user_id": user_id, "session_id": session_id},
         )
 
 
@@ -154,7 +171,8 @@ def test_an_idle_session_is_archived_by_the_worker_like_an_ended_one(
 ) -> None:
     mem = make_memory(**BACKGROUND)
     chat(mem, user_id, "old", 3, at=LONG_AGO)
-    chat(mem, user_id, "live", 3)  # said now: not idle
+    went_quiet(mem, user_id, "old", LONG_AGO)
+    chat(mem, user_id, "live", 3, at=LONG_AGO)  # stored now: not idle, whatever it is dated
 
     mem.run_worker(until_idle=True)
 
@@ -170,10 +188,12 @@ def test_a_session_that_goes_on_after_idling_is_archived_again_from_its_mark(
 ) -> None:
     mem = make_memory(**BACKGROUND)
     chat(mem, user_id, "s1", 3, at=LONG_AGO)
+    went_quiet(mem, user_id, "s1", LONG_AGO)
     mem.run_worker(until_idle=True)
     first = turn_cards(mem, user_id, "s1")
 
     chat(mem, user_id, "s1", 2, start=3, at=LONG_AGO + timedelta(days=1))
+    went_quiet(mem, user_id, "s1", LONG_AGO + timedelta(days=1))
     mem.run_worker(until_idle=True)
 
     cards = turn_cards(mem, user_id, "s1")
@@ -188,6 +208,7 @@ def test_idle_seconds_is_the_setting(make_memory: Callable[..., Memory], user_id
     an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
     patient = make_memory(**BACKGROUND, cards={"idle_seconds": 7_200})
     chat(patient, user_id, "s1", 2, at=an_hour_ago)
+    went_quiet(patient, user_id, "s1", an_hour_ago)
 
     patient.run_worker(until_idle=True)
     assert turn_cards(patient, user_id, "s1") == []
@@ -200,11 +221,14 @@ def test_the_idle_sweep_finds_only_unarchived_sessions(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:
     mem = make_memory(**INLINE)
-    chat(mem, user_id, "done", 1, at=LONG_AGO)
-    chat(mem, user_id, "open", 1, at=LONG_AGO)
+    chat(mem, user_id, "done", 1)
+    chat(mem, user_id, "open", 1)
+    chat(mem, user_id, "recent", 1, at=LONG_AGO)  # dated long ago, stored now
+    went_quiet(mem, user_id, "done", LONG_AGO)
+    went_quiet(mem, user_id, "open", LONG_AGO)
     mem.end_session(user_id=user_id, session_id="done")
 
     idle = ArchiveMarks(mem._database).idle_sessions(1_800, limit=100_000)
 
-    mine = {(s.session_id, s.last_seq) for s in idle if s.user_id == user_id}
+    mine = {(s.session_id, s.last_seq) for s in idle.sessions if s.user_id == user_id}
     assert mine == {("open", 2)}

@@ -20,6 +20,7 @@ EXPECTED = {
     "Forgotten",
     "InterruptedCall",
     "JobOutcome",
+    "JobSettings",
     "InvalidHistoryError",
     "LLMChain",
     "LLMChainFailed",

@@ -79,6 +79,9 @@ def server() -> Iterator[FakeOpenAI]:
 @pytest.fixture
 def make_memory(wired_database: Database, server: FakeOpenAI) -> Callable[..., Memory]:
     def make(summary: dict[str, Any] | None = None, **settings: Any) -> Memory:
+        # The fold's own extraction: cards soon after a record (background mode) are off
+        # unless a test turns them on.
+        settings["cards"] = {"archive_promptly": False, **settings.get("cards", {})}
         return Memory(
             wired_database,
             Settings(**settings, summary=summary or INLINE),
@@ -320,3 +323,34 @@ def test_a_model_that_answers_json_prompts_in_prose_still_summarises_and_the_rul
     assert set(cited(mine(server, user_id)).values()) == {1}  # nothing offered twice
     assert "User lives in Porto" in {card.text for card in extracted(mem, user_id)}
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
+
+
+def test_messages_archived_soon_after_record_are_the_folds_context_never_extracted_twice(
+    make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
+) -> None:
+    mem = make_memory(
+        {**INLINE, "mode": "background"},
+        **SMALL,
+        cards={"archive_promptly": True, "debounce_seconds": 0},
+    )
+    talk(mem, user_id, 0, 10)
+    mem.run_worker(until_idle=True)
+    talk(mem, user_id, 10, 30)
+    mem.run_worker(until_idle=True)
+    mem.end_session(user_id=user_id, session_id="s1")
+    mem.run_worker(until_idle=True)
+
+    summary = mem.summary(user_id=user_id, session_id="s1")
+    assert summary is not None and summary.kind == "llm"
+    kinds = [kind(body) for body in mine(server, user_id)]
+    # The cards jobs extracted every message before its fold: each fold asked for the
+    # summary alone, and read those messages unnumbered, as context.
+    assert "summary" in kinds and "fold" not in kinds
+    said = [text for index in range(30) for text in said_by(user_id, index)]
+    offered = cited(mine(server, user_id))
+    assert sorted(offered) == sorted(said)  # none skipped
+    assert set(offered.values()) == {1}  # none twice
+    assert sorted(card.text for card in extracted(mem, user_id)) == sorted(
+        f"Said: {text}" for text in said
+    )
+    assert ArchiveMarks(mem._database).get(user_id, "s1") == 60

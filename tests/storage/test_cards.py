@@ -4,6 +4,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from card_samples import MODEL, new_card, unit_vector
@@ -13,11 +14,15 @@ from storage_samples import user
 
 from storage import (
     EMBEDDING_DIM,
+    MAX_CARD_TAGS,
+    MAX_CARD_TEXT_CHARS,
     CardFilter,
     CardStore,
     Database,
     EmbeddingModelMismatchError,
+    InvalidInputError,
     MessageStore,
+    StorageError,
 )
 
 CHILD = Path(__file__).with_name("cards_child.py")
@@ -311,3 +316,72 @@ def test_forgetting_every_card_leaves_no_statistics(
             text("SELECT count(*) FROM card_stats WHERE user_id = :u"), {"u": user_id}
         ).scalar_one()
     assert left == 0
+
+
+# --- a turn card per message; bounded sizes -------------------------------------------------
+
+
+def test_a_message_has_one_turn_card_whatever_its_neighbours_were(
+    store: CardStore, user_id: str
+) -> None:
+    [first] = store.add(
+        user_id, [new_card("User: hi\nAssistant: hello", type="turn", turn_message_id=7)]
+    )
+    # The same message archived again after a crash, with a neighbour said since.
+    [again] = store.add(
+        user_id,
+        [new_card("User: hi\nAssistant: hello\nUser: more", type="turn", turn_message_id=7)],
+    )
+    # Another message whose turn reads the same: the same card, with both sources.
+    [twin] = store.add(
+        user_id,
+        [new_card("User: hi\nAssistant: hello", type="turn", turn_message_id=9, client_id="m9")],
+    )
+
+    assert again == first
+    assert first.turn_message_id == 7
+    assert twin.id == first.id and twin.source_client_ids == ["m9"]
+    assert store.count(user_id) == 1
+    [other] = store.add(user_id, [new_card("User: bye", type="turn", turn_message_id=8)])
+    assert other.id != first.id and store.count(user_id) == 2
+
+
+def test_the_database_refuses_a_second_turn_card_of_a_message(
+    store: CardStore, database: Database, user_id: str
+) -> None:
+    store.add(user_id, [new_card("User: hi", type="turn", turn_message_id=7)])
+
+    with pytest.raises(StorageError), database.transaction() as session:
+        session.execute(
+            text(
+                "INSERT INTO cards (user_id, type, text, content_hash, embedding, "
+                "keyword_length, turn_message_id) "
+                "SELECT user_id, type, 'User: hi!', 'other', embedding, 1, turn_message_id "
+                "FROM cards WHERE user_id = :user_id"
+            ),
+            {"user_id": user_id},
+        )
+    assert store.count(user_id) == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"topic": "t" * 1_000_000}, "topic has 1,000,000 characters; at most 100"),
+        ({"text": "x" * (MAX_CARD_TEXT_CHARS + 1)}, "text has 32,001 characters"),
+        ({"tags": ["tag"] * (MAX_CARD_TAGS + 1)}, "21 tags; at most 20"),
+        ({"tags": ["t" * 65]}, "a tag has 65 characters; at most 64"),
+        ({"subject": "s" * 201}, "subject has 201 characters; at most 200"),
+        ({"attribute": "a" * 201}, "attribute has 201 characters"),
+        ({"turn_message_id": 3}, "only a turn card archives a message"),
+    ],
+)
+def test_a_card_over_a_bound_is_refused_and_its_batch_is_not_stored(
+    store: CardStore, user_id: str, fields: dict[str, Any], named: str
+) -> None:
+    text_ = fields.pop("text", "A card over a bound.")
+    with pytest.raises(InvalidInputError, match="card 1") as refused:
+        store.add(user_id, [new_card("A fine card."), new_card(text_, **fields)])
+
+    assert named in str(refused.value)
+    assert store.count(user_id) == 0

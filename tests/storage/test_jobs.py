@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
+from databases import own_database
 from sqlalchemy import text
 
-from storage import Database, Job, JobQueue
+from storage import Database, InvalidInputError, Job, JobQueue
 from storage.jobs import MAX_ERROR_CHARS
 
 
@@ -340,3 +341,80 @@ def test_params_travel_with_the_job_and_merge_key_by_key(
         "s1": {"budget": 2_000, "base": {"seq": 4}},
         "s2": {},
     }
+
+
+# --- finished jobs are deleted after their retention ----------------------------------------
+
+
+def finish(queue: JobQueue, kind: str, user_id: str, session_id: str, *, failed: bool) -> Job:
+    """Queue, claim and finish one job: done, or failed for good (a queue of one attempt)."""
+    queue.enqueue(kind, user_id, session_id)
+    job = claim(queue, kind)
+    assert job is not None and job.session_id == session_id
+    assert (queue.fail(job, "boom") if failed else queue.complete(job)) is True
+    return job
+
+
+def finished_ago(database: Database, jobs: list[Job], seconds: float) -> None:
+    """Make the jobs finished ``seconds`` ago."""
+    with database.transaction() as session:
+        session.execute(
+            text(
+                "UPDATE jobs SET updated_at = now() - make_interval(secs => :seconds) "
+                "WHERE id = ANY(:ids)"
+            ),
+            {"seconds": seconds, "ids": [job.id for job in jobs]},
+        )
+
+
+def statuses(database: Database, kind: str) -> dict[str, str]:
+    with database.transaction() as session:
+        rows = session.execute(
+            text("SELECT session_id, status FROM jobs WHERE kind = :kind"), {"kind": kind}
+        ).all()
+    return {row.session_id: row.status for row in rows}
+
+
+def test_prune_deletes_finished_jobs_past_their_retention_and_nothing_else(
+    database: Database, kind: str, user_id: str
+) -> None:
+    # A database of its own: prune deletes every user's finished jobs.
+    with own_database(database, "prune") as opened:
+        queue = JobQueue(opened, max_attempts=1)
+        old_done = finish(queue, kind, user_id, "old-done", failed=False)
+        finish(queue, kind, user_id, "new-done", failed=False)
+        old_failed = finish(queue, kind, user_id, "old-failed", failed=True)
+        older_failed = finish(queue, kind, user_id, "older-failed", failed=True)
+        queue.enqueue(kind, user_id, "running")
+        running = claim(queue, kind)
+        assert running is not None
+        queue.enqueue(kind, user_id, "pending", delay_seconds=3_600)
+        finished_ago(opened, [old_done, old_failed, running], 2 * 86_400)
+        finished_ago(opened, [older_failed], 40 * 86_400)
+
+        deleted = queue.prune(done_seconds=86_400, failed_seconds=30 * 86_400)
+
+        assert deleted == 2
+        assert statuses(opened, kind) == {
+            "new-done": "done",  # finished within a day
+            "old-failed": "failed",  # kept longer: its error says what went wrong
+            "running": "running",
+            "pending": "pending",
+        }
+        assert queue.prune(done_seconds=86_400, failed_seconds=30 * 86_400) == 0
+        with pytest.raises(InvalidInputError):
+            queue.prune(done_seconds=-1, failed_seconds=0)
+
+
+def test_prune_is_bounded_per_call_and_goes_on_where_it_stopped(
+    database: Database, kind: str, user_id: str
+) -> None:
+    with own_database(database, "prune") as opened:
+        queue = JobQueue(opened)
+        jobs = [finish(queue, kind, user_id, f"s{index}", failed=False) for index in range(25)]
+        finished_ago(opened, jobs, 86_400)
+
+        calls = [queue.prune(done_seconds=60, failed_seconds=60, limit=10, batch=4) for _ in "abcd"]
+
+        assert calls == [10, 10, 5, 0]
+        assert statuses(opened, kind) == {}

@@ -14,17 +14,20 @@ from typing import Any, get_args
 import pytest
 from fake_openai import FakeOpenAI, Malformed, Reply, Status
 
+from memory.cards.caps import MAX_CARDS_PER_REPLY
 from memory.cards.extract import (
     CardExtractor,
     ExtractionEvent,
     ReplyCard,
     RulesFallback,
+    drafts_from_reply,
     parse_reply,
 )
 from memory.cards.model import SourceMessage
 from memory.cards.prompts import EXTRACTION_FORMAT
 from memory.llm import OpenAIChatModel
 from memory.settings import SummarySettings
+from storage import MAX_CARD_KEY_CHARS, MAX_CARD_TAGS, MAX_CARD_TOPIC_CHARS
 
 MONDAY = datetime(2023, 5, 8, 9, tzinfo=UTC)
 WEDNESDAY = datetime(2023, 5, 10, 18, tzinfo=UTC)
@@ -321,3 +324,47 @@ def test_the_json_mode_schema_is_what_the_reply_parser_reads() -> None:
     [card] = parse_reply(json.dumps({"cards": [bare]}), BATCH)
 
     assert (card.text, card.topic, card.occurred_at) == ("User lives in Porto", None, None)
+
+
+def test_a_runaway_reply_is_capped_and_the_rest_of_it_kept(
+    server: FakeOpenAI, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    runaway = [
+        {"type": "fact", "text": f"User keeps fact number {index}", "source": [1]}
+        for index in range(5_000)
+    ]
+    runaway[0] |= {
+        "topic": "t" * 1_000_000,
+        "tags": [f"tag{index}" for index in range(30)] + ["x" * 500],
+        "subject": "user",
+        "attribute": "a" * 1_000,
+    }
+    runaway[1]["text"] = "User said " + "blah " * 1_000  # one card of 5,010 characters
+    server.script(Reply(cards_json(*runaway)))
+
+    with caplog.at_level("WARNING", logger="memory.cards.extract"):
+        result = extractor(server, recorder).extract(BATCH)
+
+    assert result.method == "llm" and not result.degraded  # one call, the reply used
+    assert len(result.cards) == MAX_CARDS_PER_REPLY - 1  # the first 50, less the long one
+    first = result.cards[0]
+    assert first.topic == "t" * MAX_CARD_TOPIC_CHARS
+    assert first.tags == tuple(f"tag{index}" for index in range(MAX_CARD_TAGS))
+    assert first.attribute == "a" * MAX_CARD_KEY_CHARS
+    assert result.cards[1].text == "User keeps fact number 2"
+    assert "4950 card(s) over the cap per reply dropped, 1 over 1,000 characters" in caplog.text
+
+
+def test_the_shared_folds_cards_are_capped_the_same_way() -> None:
+    reply = {
+        "summary": "Notes.",
+        "cards": [
+            {"type": "fact", "text": f"Fact {index}", "topic": "x" * 5_000, "source": [1]}
+            for index in range(300)
+        ],
+    }
+
+    cards = drafts_from_reply(reply, BATCH[:1])
+
+    assert len(cards) == MAX_CARDS_PER_REPLY
+    assert {card.topic for card in cards} == {"x" * MAX_CARD_TOPIC_CHARS}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
-from fake_openai import FakeOpenAI, Malformed, Reply, Status
+from fake_openai import FakeOpenAI, Hang, Malformed, Reply, Status
 
-from memory.cards.rewrite import Rewrite, rewrite_query
+from memory.cards.rewrite import Deadline, Rewrite, rewrite_query
 from memory.context.messages import Message
 from memory.llm import LLMChain, OpenAIChatModel
 
@@ -97,14 +98,16 @@ def server() -> Iterator[FakeOpenAI]:
         yield fake
 
 
-def chain(server: FakeOpenAI, *, retries: int = 2, fallback: str | None = None) -> LLMChain:
+def chain(
+    server: FakeOpenAI, *, retries: int = 2, fallback: str | None = None, timeout: float = 5.0
+) -> LLMChain:
     return LLMChain(
         OpenAIChatModel(base_url=server.base_url, api_key="test"),
         model="primary",
         fallback_model=fallback,
         retries=retries,
         fallback_retries=1,
-        timeout=5.0,
+        timeout=timeout,
         sleep=lambda _: None,
     )
 
@@ -194,3 +197,66 @@ def test_when_every_model_fails_the_original_text_is_used(server: FakeOpenAI) ->
 
     assert (rewrite.query, rewrite.method, rewrite.calls) == ("我们比较过它吗", "original", 3)
     assert [body["model"] for body in server.requests] == ["primary", "primary", "backup"]
+
+
+def arrived(server: FakeOpenAI, count: int) -> int:
+    """How many requests the server holds once ``count`` arrived (waits 30 s at most)."""
+    deadline = time.monotonic() + 30
+    while len(server.requests) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(server.requests)
+
+
+def test_a_deadline_abandons_a_model_that_sleeps_whatever_its_retries(server: FakeOpenAI) -> None:
+    # The client would wait 30 s per attempt, three attempts with the fallback: the deadline
+    # alone ends the wait, and the chain's retries cannot extend it.
+    server.script(Hang('{"query": "is MySQL faster?"}'))
+    try:
+        rewrite = rewrite_query(
+            "is it faster?",
+            COMPARED,
+            chat=chain(server, fallback="backup", timeout=30.0),
+            deadline=Deadline(0.2),
+        )
+        # The abandoned call goes on: its request reaches the model, held until released.
+        held = arrived(server, 1)
+    finally:
+        server.release()
+
+    assert rewrite == Rewrite("is it faster?", "original", calls=1, late=True)
+    assert held == 1
+
+
+def test_a_deadline_starts_no_call_while_too_many_late_ones_run(server: FakeOpenAI) -> None:
+    server.script(Hang('{"query": "is MySQL faster?"}'))
+    deadline = Deadline(0.2, max_running=1)
+    slow = chain(server, retries=1, timeout=30.0)
+    try:
+        first = rewrite_query("is it faster?", COMPARED, chat=slow, deadline=deadline)
+        second = rewrite_query("is it faster?", COMPARED, chat=slow, deadline=deadline)
+        held = arrived(server, 1)
+    finally:
+        server.release()
+
+    assert (first.late, first.calls) == (True, 1)
+    assert second == Rewrite("is it faster?", "original", calls=0, late=True)
+    assert held == 1 and len(server.requests) == 1  # the second request asked nobody
+
+
+def test_an_answer_within_the_deadline_is_used(server: FakeOpenAI) -> None:
+    server.script(Reply('{"query": "is MySQL faster than PostgreSQL?"}'))
+
+    rewrite = rewrite_query("is it faster?", COMPARED, chat=chain(server), deadline=Deadline(20))
+
+    assert (rewrite.query, rewrite.method, rewrite.calls, rewrite.late) == (
+        "is MySQL faster than PostgreSQL?",
+        "llm",
+        1,
+        False,
+    )
+
+
+@pytest.mark.parametrize(("seconds", "running"), [(0, 1), (-1, 1), (1, 0)])
+def test_a_deadline_needs_a_positive_wait_and_room_for_a_call(seconds: float, running: int) -> None:
+    with pytest.raises(ValueError, match="need seconds > 0"):
+        Deadline(seconds, max_running=running)

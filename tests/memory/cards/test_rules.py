@@ -248,6 +248,24 @@ def test_an_identical_card_is_kept_once_with_its_first_source() -> None:
     ]
 
 
+def test_an_identical_card_said_again_later_is_kept_with_its_time() -> None:
+    # Lyon, Berlin, then Lyon again the next day: the second Lyon is what makes Lyon current.
+    later = SAID.replace(day=11)
+    drafts = extract_by_rules(
+        [
+            said("I live in Lyon.", index=1),
+            said("I live in Berlin.", index=2),
+            SourceMessage("user", "I live in Lyon.", later, 3, "client-3"),
+        ]
+    )
+
+    assert [(draft.text, draft.observed_at, draft.source_indices) for draft in drafts] == [
+        ("User lives in Lyon", SAID, (1,)),
+        ("User lives in Berlin", SAID, (2,)),
+        ("User lives in Lyon", later, (3,)),
+    ]
+
+
 def test_a_message_without_an_id_has_no_source_id() -> None:
     (draft,) = extract_by_rules([SourceMessage("user", "I live in Porto", SAID, 3)])
 

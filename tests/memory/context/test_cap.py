@@ -19,6 +19,7 @@ from memory.context.cap import (
     drop_window_units,
     shorten_summary,
 )
+from memory.context.floors import Floors, retrieved_tokens
 from memory.context.messages import Message, parse_messages
 from memory.context.parts import (
     SUMMARY_MIN_TOKENS,
@@ -28,7 +29,9 @@ from memory.context.parts import (
     memories_message,
     summary_message,
 )
-from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter
+from memory.context.report import Dropped
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
+from memory.context.trim import cap_tool_results
 from memory.context.units import unit_tokens, validate_history
 from memory.errors import ContextOverflowError
 
@@ -280,6 +283,86 @@ def test_the_current_turn_is_cut_further_when_the_mandatory_part_needs_it() -> N
     assert int(marker.group(1)) > 200
 
 
+LOOP_MEMORIES = (
+    RetrievedMemory(words(8, "best"), 0.9, id="best"),
+    RetrievedMemory(words(8, "next"), 0.6, id="next"),
+    RetrievedMemory(words(8, "last"), 0.3, id="last"),
+)
+
+
+def test_a_tool_loop_cuts_its_results_further_to_leave_the_summary_and_memories_their_floors() -> (
+    None
+):
+    # Four results of 300 tokens: cut to a quarter of the budget (200) each, they fill it.
+    summary = SummaryContext(words(200, "s"), 30, "llm")
+    parts = parts_of(
+        [user("go"), *tool_exchange(["t1", "t2", "t3", "t4"], [300] * 4)],
+        summary=summary,
+        memories=LOOP_MEMORIES,
+    )
+    capped = apply_cap(parts, budget=800, counter=COUNTER)
+
+    floors = Floors.of(summary, LOOP_MEMORIES, 800, COUNTER)
+    assert (floors.summary_limit, floors.memories_limit) == (80, 40)
+    kept = capped.parts
+    assert kept.summary is not None and kept.summary.text.startswith("s0 s1")
+    assert SUMMARY_MIN_TOKENS < floors.summary <= 80
+    # At least its floor (the turn's bisection may leave it a token more).
+    assert floors.summary <= COUNTER.count_message(summary_message(kept.summary)) <= 82
+    assert [memory.id for memory in kept.memories] == ["best"]  # the best that fit 40 tokens
+    assert [(drop.layer, drop.detail.split(" (")[0]) for drop in capped.dropped] == [
+        ("memories", "memory last"),
+        ("memories", "memory next"),
+        ("summary", "summary"),
+    ]
+    assert all("floor" in drop.reason for drop in capped.dropped)
+    results = [m for unit in kept.current_turn for m in unit.messages if m.role == "tool"]
+    assert len(results) == 4
+    for result in results:
+        assert CUT_MARKER.search(result.text)
+        assert result.text.startswith("t") and result.text.split()[-1].endswith("299")
+        assert COUNTER.count_message(result) < 200
+    assert [cut.layer for cut in capped.cuts] == ["input"] * 4
+    assert total(capped) <= 800
+
+
+def test_the_recent_units_go_before_the_summary_and_memories_fall_below_their_floors() -> None:
+    summary = SummaryContext(words(200, "s"), 30, "llm")
+    messages = [
+        user("before"),
+        assistant(words(300, "r")),
+        user("go"),
+        *tool_exchange(["t1", "t2", "t3", "t4"], [300] * 4),
+    ]
+    parts = parts_of(messages, summary=summary, memories=LOOP_MEMORIES, recent_messages=2)
+    capped = apply_cap(parts, budget=800, counter=COUNTER)
+
+    assert [drop.layer for drop in capped.dropped] == ["memories", "memories", "summary"] + [
+        "recent"
+    ] * 2
+    assert "most recent units go last" in capped.dropped[-1].reason
+    assert capped.parts.recent == ()
+    assert capped.parts.summary is not None
+    assert [memory.id for memory in capped.parts.memories] == ["best"]
+    assert total(capped) <= 800
+
+
+def test_below_their_floors_only_when_the_current_turn_cannot_give_more() -> None:
+    # A long question and no tool result to cut: the floors (80 + 32 tokens) cannot be kept.
+    summary = SummaryContext(words(200, "s"), 30, "llm")
+    parts = parts_of([user(words(700, "q"))], summary=summary, memories=LOOP_MEMORIES)
+    capped = apply_cap(parts, budget=780, counter=COUNTER)
+
+    assert not floors_fit(parts, 780, COUNTER)
+    below = [drop for drop in capped.dropped if "below its floor" in drop.reason]
+    assert [drop.layer for drop in below] == ["memories", "summary"]
+    assert capped.parts.memories == ()
+    assert capped.parts.summary is not None
+    marker = CUT_MARKER.search(capped.parts.summary.text)
+    assert marker is not None and int(marker.group(1)) > 200 - 80  # counted from the original
+    assert total(capped) <= 780
+
+
 def test_window_tool_results_are_cut_to_a_quarter_of_the_budget_by_default() -> None:
     messages = [user("q"), *tool_exchange(["w1"], [200]), assistant("a"), user("now")]
     parts = parts_of(messages)
@@ -366,7 +449,41 @@ def _mandatory(parts: ContextParts) -> int:
 
 # -- property test ---------------------------------------------------------------------------
 
-LAYER_ORDER = {"window": 0, "memories": 1, "summary": 2, "recent": 3}
+PHASES = {"window": 0, "memories": 1, "summary": 2, "recent": 3}
+BELOW_FLOOR = 4  # memories and the summary below their floors, last
+
+
+def phase(drop: Dropped) -> int:
+    return BELOW_FLOOR if "below its floor" in drop.reason else PHASES[drop.layer]
+
+
+def floors_fit(parts: ContextParts, budget: int, counter: TokenCounter) -> bool:
+    """Whether system, pins, the current turn cut to its markers and the floors fit."""
+    floors = Floors.of(parts.summary, parts.memories, budget, counter)
+    least = replace(
+        parts,
+        summary=None,
+        memories=tuple(memory for memory in parts.memories if memory.pinned),
+        window=(),
+        recent=(),
+        current_turn=tuple(cap_tool_results(unit, 0, counter) for unit in parts.current_turn),
+    )
+    return least.measure(counter).total + floors.tokens <= budget
+
+
+def assert_floors_kept(
+    parts: ContextParts, capped: CappedContext, budget: int, counter: TokenCounter
+) -> None:
+    """The summary and the memories keep at least what their floors hold."""
+    floors = Floors.of(parts.summary, parts.memories, budget, counter)
+    kept = capped.parts
+    assert not [drop for drop in capped.dropped if phase(drop) == BELOW_FLOOR]
+    assert retrieved_tokens(kept.memories, counter) >= floors.memories
+    if floors.summary:
+        assert kept.summary is not None
+        assert counter.count_message(summary_message(kept.summary)) >= floors.summary
+
+
 TEXT = st.sampled_from(
     ["ok", "好的\uff0c我们继续", "the export job failed twice", "数据库 连接 池 已满"]
 )
@@ -457,15 +574,23 @@ def test_the_cap_keeps_the_priority_order_on_any_input(
     assert kept.system == parts.system
     assert [m for m in kept.memories if m.pinned] == [m for m in parts.memories if m.pinned]
     assert [unit.start for unit in kept.current_turn] == [unit.start for unit in parts.current_turn]
-    # Drops follow the priority order, and each layer goes only when the ones before are gone.
-    layers = [LAYER_ORDER[drop.layer] for drop in capped.dropped]
-    assert layers == sorted(layers)
+    # Drops follow the priority order, and each layer goes only when the ones before are gone
+    # (the memories and the summary down to their floors before the recent units go).
+    phases = [phase(drop) for drop in capped.dropped]
+    assert phases == sorted(phases)
+    floors = Floors.of(parts.summary, parts.memories, budget, counter)
     if any(drop.layer != "window" for drop in capped.dropped):
         assert kept.window == ()
     if any(drop.layer in ("summary", "recent") for drop in capped.dropped):
-        assert all(memory.pinned for memory in kept.memories)
-    if any(drop.layer == "recent" for drop in capped.dropped):
-        assert kept.summary is None
+        assert retrieved_tokens(kept.memories, counter) <= floors.memories_limit
+    if any(drop.layer == "recent" for drop in capped.dropped) and kept.summary is not None:
+        assert counter.count_message(summary_message(kept.summary)) <= floors.summary_limit
+    if any(phase(drop) == BELOW_FLOOR for drop in capped.dropped):
+        assert kept.recent == ()
+    # The floors hold whenever the current turn's tool results can be cut to make room.
+    if floors_fit(parts, budget, counter):
+        event("floors fit")
+        assert_floors_kept(parts, capped, budget, counter)
     # Units are whole and the window is a contiguous run back from the current turn.
     old = (*parts.window, *parts.recent)
     new = (*kept.window, *kept.recent)
@@ -473,3 +598,57 @@ def test_the_cap_keeps_the_priority_order_on_any_input(
     dropped_units = len(old) - len(new)
     assert sum(drop.layer in ("window", "recent") for drop in capped.dropped) == dropped_units
     assert sum(unit_tokens(unit, counter) for unit in new) == kept.measure(counter).window
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(20, 2_000), min_size=1, max_size=4),
+    summary_words=st.integers(0, 600),
+    memory_words=st.lists(st.integers(1, 60), max_size=5),
+    pinned=st.booleans(),
+    turns=st.integers(0, 5),
+    recent=st.integers(0, 4),
+    budget=st.integers(100, 5_000),
+)
+def test_in_a_tool_loop_the_summary_and_the_memories_keep_their_floors(
+    sizes: list[int],
+    summary_words: int,
+    memory_words: list[int],
+    pinned: bool,
+    turns: int,
+    recent: int,
+    budget: int,
+) -> None:
+    ids = [f"t{index}" for index in range(len(sizes))]
+    history = [*conversation(turns, size=30), *tool_exchange(ids, sizes)]
+    summary = SummaryContext(words(summary_words, "s"), 9, "llm") if summary_words else None
+    memories = [
+        RetrievedMemory(words(size, f"m{index}."), 1 / (index + 1), id=f"m{index}")
+        for index, size in enumerate(memory_words)
+    ]
+    if pinned:
+        memories.append(RetrievedMemory("pinned fact", 1.0, pinned=True, id="pin"))
+    parts = parts_of(history, summary=summary, memories=tuple(memories), recent_messages=recent)
+    try:
+        capped = apply_cap(parts, budget=budget, counter=COUNTER)
+    except ContextOverflowError:
+        event("overflow")
+        assert not floors_fit(parts, budget, COUNTER)
+        return
+    kept = capped.parts
+    assert validate_history(kept.messages()) == []
+    assert total(capped) <= budget
+    assert [unit.start for unit in kept.current_turn] == [unit.start for unit in parts.current_turn]
+    results = [m for unit in kept.current_turn for m in unit.messages if m.role == "tool"]
+    assert [result.tool_call_id for result in results] == ids  # cut, never dropped
+    phases = [phase(drop) for drop in capped.dropped]
+    assert phases == sorted(phases)
+    if floors_fit(parts, budget, COUNTER):
+        quarter = [cap_tool_results(unit, budget // 4, COUNTER) for unit in parts.current_turn]
+        if start(replace(parts, current_turn=tuple(quarter))).total > budget:
+            event("the results fill the budget: floors kept")
+        assert_floors_kept(parts, capped, budget, COUNTER)
+    else:
+        event("the floors cannot fit")
+        # Then the results were cut as far as they go: to their markers.
+        assert all(CUT_MARKER.fullmatch(result.text) for result in results if result.text)

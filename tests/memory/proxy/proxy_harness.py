@@ -36,7 +36,8 @@ __all__ = [
     "who",
 ]
 
-#: ``make_proxy(mem=None, **config) -> "/v1" URL`` (the fixture in conftest.py).
+#: ``make_proxy(mem=None, **config) -> "/v1" URL`` (the fixture below; no worker thread unless
+#: ``worker=True``).
 MakeProxy = Callable[..., str]
 #: ``make_client(url, api_key=admin key, **headers) -> openai.OpenAI`` (the fixture below).
 MakeClient = Callable[..., openai.OpenAI]
@@ -106,7 +107,14 @@ def make_proxy(memory: Memory, upstream: tuple[FakeUpstream, str]) -> Iterator[C
     servers: list[Served] = []
 
     def make(mem: Memory | None = None, **config: Any) -> str:
-        settings: dict[str, Any] = {"upstream": upstream[1], "api_key": "sk-upstream", **config}
+        # No worker thread unless a test asks for one (``worker=True``): it would run the jobs
+        # of every test's users in the shared database.
+        settings: dict[str, Any] = {
+            "upstream": upstream[1],
+            "api_key": "sk-upstream",
+            "worker": False,
+            **config,
+        }
         proxy = MemoryProxy(mem or memory, ProxyConfig(**settings))
         _SERVING.append(proxy)
         served = Served(proxy.app)

@@ -241,7 +241,10 @@ def test_while_the_database_is_down_only_keys_found_valid_lately_work(
     fresh_data_dir: Path,
 ) -> None:
     now = [1_000.0]
-    with Database.open(data_dir=fresh_data_dir) as database:
+    # By URL, as a database elsewhere is: a handle on the data folder would start the
+    # server again at its next use (the outage must last).
+    holder = Database.open(data_dir=fresh_data_dir)
+    with holder, Database.open(holder.url) as database:
         store = ProxyKeyStore(database)
         ring = KeyRing(store, clock=lambda: now[0])
         seen, seen_record = ring.create(user_id="u")
@@ -266,7 +269,8 @@ def test_a_key_that_cannot_be_checked_is_a_503_and_nothing_moves(
     upstream: tuple[FakeUpstream, str],
     fresh_data_dir: Path,
 ) -> None:
-    own = Memory.open(data_dir=fresh_data_dir, embedder=HashingEmbedder())
+    holder = Database.open(data_dir=fresh_data_dir)  # by URL below: the outage must last
+    own = Memory.open(holder.url, embedder=HashingEmbedder())
     key, _ = KeyRing(ProxyKeyStore(own.database)).create(user_id="u")
     client = make_client(make_proxy(own), api_key=key)
     stop_embedded((fresh_data_dir / "pg").resolve())

@@ -6,6 +6,7 @@ import memory.proxy
 
 def test_the_proxy_exports() -> None:
     assert sorted(memory.proxy.__all__) == [
+        "END_SESSION_HEADER",
         "MEMORY_HEADER",
         "MemoryProxy",
         "ProxyConfig",

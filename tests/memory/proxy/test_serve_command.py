@@ -45,8 +45,8 @@ def test_the_defaults_are_localhost_the_configured_upstream_and_keys_required() 
 
 @pytest.fixture
 def serve(database_url: str, upstream: tuple[FakeUpstream, str]) -> Iterator[Serve]:
-    """``serve(*arguments, **environment)``: ``stratamem serve --port 0`` on the shared
-    database, the fake upstream behind it."""
+    """``serve(*arguments, **environment)``: ``stratamem serve --port 0 --no-worker`` on the
+    shared database, the fake upstream behind it."""
     processes: list[subprocess.Popen[str]] = []
 
     def start(*arguments: str, **environment: str) -> subprocess.Popen[str]:
@@ -59,8 +59,11 @@ def serve(database_url: str, upstream: tuple[FakeUpstream, str]) -> Iterator[Ser
             "OPENAI_API_KEY": "sk-upstream-from-env",
             **environment,
         }
+        # No worker thread: it would run the jobs other tests left in the shared database,
+        # whose summaries would go to this test's upstream.
+        command = ["serve", "--port", "0", "--no-worker", *arguments]
         process = subprocess.Popen(
-            [sys.executable, "-m", "memory.cli", "serve", "--port", "0", *arguments],
+            [sys.executable, "-m", "memory.cli", *command],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -109,7 +112,7 @@ def test_serve_with_its_defaults_answers_401_without_a_key_and_serves_a_user_key
     process.send_signal(signal.SIGTERM)
 
     assert process.wait() == 0
-    assert access == "(keys required)"
+    assert access == "(keys required, no worker: run stratamem worker)"
     assert anonymous.status_code == 401
     assert reply.choices[0].message.content == "echo: hi"
     assert len(fake.received) == 1
@@ -135,7 +138,7 @@ def test_serve_without_auth_warns_and_serves_anyone(
     process.send_signal(signal.SIGTERM)
     _, errors = process.communicate(timeout=60)
 
-    assert access == "(NO AUTH)"
+    assert access == "(NO AUTH, no worker: run stratamem worker)"
     assert answer.status_code == 200
     assert "WARNING: --no-auth" in errors and "every user" in errors
 
