@@ -2,8 +2,9 @@
 
 The same hybrid ranking as cards (``retrieval.search``): a vector ranking (an item's best
 indexed text by cosine similarity) and a BM25 keyword ranking over ``analyze``'s terms, fused by
-weighted reciprocal rank with the cards' keyword weight (``SearchConfig.keyword_weight``). BM25's
-statistics are those of the items searched (the namespace prefix and filter chose them), not of a user's whole store.
+weighted reciprocal rank with the cards' keyword weight (``SearchConfig.keyword_weight``).
+BM25's statistics are those of the items searched (the namespace prefix and filter chose them),
+not of a user's whole store.
 """
 
 import math
