@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from memory import Memory, Settings
+from memory.cli.views import report_view
 from memory.context.parts import MEMORIES_HEADER
 from memory.context.tokens import TiktokenCounter
 from retrieval import MINILM_NAME, HashingEmbedder, SentenceTransformerEmbedder
@@ -207,3 +209,21 @@ def test_minilm_recalls_the_fact_and_not_the_question_about_it(
     # Fewer than k: the weather is below the gate, however many places are left.
     assert len(texts) < 4
     assert not any("Nice weather today." in text for text in texts)
+
+
+def test_inspect_shows_each_memory_with_its_score_tokens_and_reason(
+    make_memory: Callable[..., Memory], user_id: str
+) -> None:
+    mem = make_memory()
+    say(mem, user_id, "old", *PUPPY)
+    context = mem.prepare(user_id=user_id, session_id="new", input="What about Biscuit the puppy?")
+    recall = context.report.recall
+    assert recall is not None and recall.cards
+
+    console = Console(width=400, record=True)
+    console.print(report_view(context.report))
+    out = console.export_text()
+
+    for card in recall.cards:
+        assert f"score {card.score:.2f}, {card.tokens} tokens: {card.reason}" in out, out
+    assert "rank 1: cosine " in out and "merged with the lines of #2" in out
