@@ -21,7 +21,7 @@ from memory.cards import (
     rewrite_query,
     time_range_of_query,
 )
-from memory.cards.asking import attributes_asked
+from memory.cards.asking import asks_about_the_past, attributes_asked
 from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message, quote_memory
@@ -42,6 +42,7 @@ from retrieval import (
     ScoredCard,
     SentenceTransformerEmbedder,
     compose_excerpts,
+    relevant_cards,
     search_config_for,
 )
 from storage import (
@@ -273,20 +274,37 @@ class LongTermMemory(MessageArchiving):
                     hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
                 )
             ]
-            # The current value of a fact first, stale memories marked and after it; nothing
-            # is cut here: the excerpts below stop at k memories or the token budget.
+            # Only what passes the relevance gate is weighed, and changed facts are looked up
+            # for those only: the current value of a fact first, stale memories marked and
+            # after it; nothing is cut here: the excerpts stop at k memories or the budget.
+            terms = self.index.terms(query)
+            fresh = relevant_cards(
+                fresh, terms, self.index.config, min_similarity=self._settings.min_score
+            )
             widened = self._settings.model_copy(update={"k": max(len(fresh), self._settings.k)})
             searched = {hit.card.id for hit in fresh}
             fresh = current_first(self.index, user_id, query, fresh, widened, pinned)
+            brought = {hit.card.id for hit in fresh} - searched
+            named = self._named(query, fresh)
+            # A question about the past gets the values that held before on top of k (as
+            # ``current_first`` gives them), in their rank, not after the current ones.
+            past = asks_about_the_past(query)
+            older = sum(1 for h in fresh if h.card.id in brought and h.card.valid_to is not None)
             excerpts = compose_excerpts(
                 fresh,
-                self.index.terms(query),
+                terms,
                 self.index.config,
-                k=self._settings.k,
+                k=self._settings.k + (older if past else 0),
                 max_tokens=self._settings.max_tokens,
                 count=self._memory_tokens,
                 min_similarity=self._settings.min_score,
-                vouched=self._vouched(query, fresh, searched),
+                vouched={
+                    hit.card.id: _BROUGHT_OLD if hit.card.valid_to is not None else _BROUGHT
+                    for hit in fresh
+                    if hit.card.id in brought
+                },
+                first=named,
+                stale_last=not past,
             )
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
@@ -296,15 +314,15 @@ class LongTermMemory(MessageArchiving):
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
 
     @staticmethod
-    def _vouched(query: str, hits: Sequence[ScoredCard], searched: set[int]) -> set[int]:
-        """The cards recall sends whatever their scores: the current value of a fact that
-        ``current_first`` brought in, and the current card of a property the query names."""
+    def _named(query: str, hits: Sequence[ScoredCard]) -> set[int]:
+        """The current cards of a property the query names ("which company am I with?")."""
         asked = attributes_asked(query)
+        if not asked:
+            return set()
         return {
             hit.card.id
             for hit in hits
-            if hit.card.id not in searched
-            or (asked and hit.card.valid_to is None and names_property(hit.card, asked))
+            if hit.card.valid_to is None and names_property(hit.card, asked)
         }
 
     def _candidates(self) -> int:
@@ -335,6 +353,11 @@ class LongTermMemory(MessageArchiving):
             tokens=self._memory_tokens(excerpt.text),
             reason=excerpt.reason(),
         )
+
+
+#: Why a card ``current_first`` brought in is recalled, as the report says.
+_BROUGHT = "the current value of a fact an older memory holds"
+_BROUGHT_OLD = "a value that held before (the question asks about the past)"
 
 
 def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s: float) -> LLMChain:

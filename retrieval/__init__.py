@@ -5,7 +5,7 @@
 
 from retrieval.embedder import Embedder, HashingEmbedder, normalize
 from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalError
-from retrieval.excerpts import Excerpt, Gate, compose_excerpts
+from retrieval.excerpts import Excerpt, Gate, compose_excerpts, relevant_cards
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
 from retrieval.openai_embedder import OpenAIEmbedder
@@ -54,6 +54,7 @@ __all__ = [
     "compose_excerpts",
     "day_label",
     "normalize",
+    "relevant_cards",
     "search_config_for",
     "split_turn_card",
     "term_frequencies",

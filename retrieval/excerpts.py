@@ -26,7 +26,7 @@ carries it.
 import itertools
 import math
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -37,7 +37,7 @@ from retrieval.recipe import SearchConfig
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
 
-__all__ = ["Excerpt", "Gate", "compose_excerpts"]
+__all__ = ["Excerpt", "Gate", "compose_excerpts", "relevant_cards"]
 
 # The end of a sentence: its mark(s), then a space or the end; a full-width CJK mark anywhere.
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+")
@@ -51,7 +51,7 @@ class Gate(BaseModel):
         min_similarity: The gate's similarity (``None``: no gate).
         keyword_share: The share of the query's search terms the card holds.
         min_keyword_share: The gate's keyword share.
-        vouched: The caller brought the card in (a fact's current value): it passes.
+        vouched: Why the caller vouches for the card (it then passes), or ``""``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -60,13 +60,13 @@ class Gate(BaseModel):
     min_similarity: float | None
     keyword_share: float
     min_keyword_share: float
-    vouched: bool = False
+    vouched: str = ""
 
     @property
     def passed(self) -> bool:
         """Whether the card may be recalled."""
         return (
-            self.vouched
+            bool(self.vouched)
             or self.min_similarity is None
             or self.similarity >= self.min_similarity
             or self.keyword_share >= self.min_keyword_share
@@ -77,7 +77,7 @@ class Gate(BaseModel):
         cosine = f"cosine {self.similarity:.2f}"
         words = f"{self.keyword_share:.0%} of the query's words"
         if self.vouched:
-            return "the current value of a fact an older memory holds"
+            return self.vouched
         if self.min_similarity is None:
             return f"{cosine}, {words} (no gate for this embedder or language)"
         if self.similarity >= self.min_similarity:
@@ -132,7 +132,9 @@ def compose_excerpts(
     max_tokens: int | None,
     count: Callable[[str], int],
     min_similarity: float | None = None,
-    vouched: Collection[int] = (),
+    vouched: Mapping[int, str] | None = None,
+    first: Collection[int] = (),
+    stale_last: bool = True,
 ) -> list[Excerpt]:
     """The memories of a request, best first (see the module's docstring).
 
@@ -144,8 +146,12 @@ def compose_excerpts(
         max_tokens: The most tokens the memories may take together, or ``None``.
         count: The tokens one memory takes in the prompt, given its text.
         min_similarity: The gate's similarity if not the recipe's (a user's setting).
-        vouched: Cards that pass the gate whatever their scores: the caller brought them in
-            (the current value of a fact a recalled memory holds an old value of).
+        vouched: Cards that pass the gate whatever their scores, with why: the caller brought
+            them in (the current value of a fact a recalled memory holds an old value of).
+        first: Cards that pass the gate and come first: the current card of a property the
+            question names ("which company am I with?": the employer).
+        stale_last: Send the lines of stale cards after every other (not for a question
+            about the past, which asks for them).
 
     Returns:
         At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
@@ -153,42 +159,85 @@ def compose_excerpts(
     if k <= 0:
         return []
     wanted = set(query_terms)
-    threshold = config.min_similarity if min_similarity is None else min_similarity
-    if any(is_cjk_term(term) for term in wanted):
-        # The gate was measured on English questions; on CJK text the similarities of both
-        # embedders (the hashing fake sees no CJK word at all) are a scale nobody measured.
-        threshold = None
+    threshold = _threshold(wanted, config, min_similarity)
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
     lines: dict[tuple[str, int], Line] = {}
     for hit in hits:
-        parts = _lines_of(hit, lines, config)
-        held = _terms(hit.card.text, config)
-        gate = Gate(
-            similarity=hit.similarity,
-            min_similarity=threshold,
-            keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
-            min_keyword_share=config.min_keyword_share,
-            vouched=hit.card.id in vouched,
-        )
+        why = (vouched or {}).get(hit.card.id, "")
+        if hit.card.id in first:
+            why = "the current value of a property the question names"
+        gate = _gate(hit, wanted, threshold, config, vouched=why)
         if gate.passed:
-            candidates.append((hit, gate, parts))
+            candidates.append((hit, gate, _lines_of(hit, lines, config)))
             if len(candidates) == config.excerpt_cards:
                 break
     said: dict[str, set[tuple[str, int]]] = {}
     for _, _, parts in candidates:
         for line in parts:
             said.setdefault(words_of(line.text), set()).add(line.key)
-    for position, (hit, gate, parts) in enumerate(candidates):
-        # A card vouched for is what the question asks (a fact's current value): ranked first.
-        rank = 0 if gate.vouched else position
+    asked = set(first)
+    for position, (hit, _, parts) in enumerate(candidates):
+        # What the question asks for (a property it names) is scored as the best card.
+        rank = 0 if hit.card.id in asked else position
         _score_lines(position, rank, parts, wanted, said, config, hit.card.valid_to)
-    # What no longer holds comes after everything that does, whatever its score.
+    firsts = {key for hit, _, parts in candidates if hit.card.id in asked for key in _keys(parts)}
+    # What the question names comes first; what no longer holds after everything that does.
     order = sorted(
         {line.key: line for _, _, parts in candidates for line in parts}.values(),
-        key=lambda line: (line.until is not None, -line.score, line.card),
+        key=lambda line: (
+            line.key not in firsts,
+            stale_last and line.until is not None,
+            -line.score,
+            line.card,
+        ),
     )
     groups = walk(order, k=k, max_tokens=max_tokens, count=count)
     return [_excerpt(group, candidates) for group in groups]
+
+
+def relevant_cards(
+    hits: Sequence[ScoredCard],
+    query_terms: Sequence[str],
+    config: SearchConfig,
+    *,
+    min_similarity: float | None = None,
+) -> list[ScoredCard]:
+    """The cards that pass the relevance gate (see the module's docstring), in order."""
+    wanted = set(query_terms)
+    threshold = _threshold(wanted, config, min_similarity)
+    return [hit for hit in hits if _gate(hit, wanted, threshold, config, vouched="").passed]
+
+
+def _threshold(
+    wanted: set[str], config: SearchConfig, min_similarity: float | None
+) -> float | None:
+    if any(is_cjk_term(term) for term in wanted):
+        # The gate was measured on English questions; on CJK text the similarities of both
+        # embedders (the hashing fake sees no CJK word at all) are a scale nobody measured.
+        return None
+    return config.min_similarity if min_similarity is None else min_similarity
+
+
+def _gate(
+    hit: ScoredCard,
+    wanted: set[str],
+    threshold: float | None,
+    config: SearchConfig,
+    *,
+    vouched: str,
+) -> Gate:
+    held = _terms(hit.card.text, config)
+    return Gate(
+        similarity=hit.similarity,
+        min_similarity=threshold,
+        keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
+        min_keyword_share=config.min_keyword_share,
+        vouched=vouched,
+    )
+
+
+def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:
+    return [line.key for line in parts]
 
 
 def _lines_of(

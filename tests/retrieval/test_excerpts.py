@@ -196,3 +196,41 @@ def test_the_recipe_is_frozen_and_named() -> None:
     assert "conv-26" in DEFAULT_SEARCH.tuned_on
     with pytest.raises(ValueError):
         DEFAULT_SEARCH.model_copy(update={}).__setattr__("rrf_k", 5)
+
+
+ENDED = datetime(2025, 4, 4, 9, tzinfo=UTC)
+
+
+def test_a_stale_excerpt_is_marked_and_sent_after_every_current_memory() -> None:
+    lyon = turn_card(1, [(1, "User: I live in Lyon, city of lights.")]).model_copy(
+        update={"valid_to": ENDED}
+    )
+    berlin = turn_card(2, [(5, "User: I moved to Berlin.")])
+    old_fact = fact(3, "User lives in Lyon", sources=[1]).model_copy(update={"valid_to": ENDED})
+    # Ranked first by search, the stale excerpt still goes after the current one.
+    texts = compose([hit(lyon), hit(old_fact), hit(berlin)], "Lyon lives Berlin city")
+    assert texts == [
+        "[8 May 2023] User: I moved to Berlin.",
+        "[until 4 April 2025] [8 May 2023] User: I live in Lyon, city of lights.",
+        "[8 May 2023, until 4 April 2025] User lives in Lyon",
+    ]
+    # A question about the past asks for what held before: in its rank.
+    past = compose([hit(lyon), hit(berlin)], "Lyon lives Berlin city", stale_last=False)
+    assert past[0].startswith("[until 4 April 2025] ")
+
+
+def test_a_vouched_card_passes_the_gate_and_says_why() -> None:
+    current = fact(7, "User lives in Berlin", sources=[5])
+    [excerpt] = compose_excerpts(
+        [hit(current, similarity=0.05)], analyze("home town?"), GATED, k=4, max_tokens=None,
+        count=words, vouched={7: "the current value of a fact an older memory holds"},
+    )  # fmt: skip
+    assert excerpt.text.endswith("User lives in Berlin")
+    assert "current value" in excerpt.reason()
+    assert compose([hit(current, similarity=0.05)], "home town?") == []
+
+
+def test_a_cjk_query_has_no_gate() -> None:
+    card = turn_card(8, [(1, "User: 我家在天津。")])
+    assert compose([hit(card, similarity=0.0)], "我现在家在哪里") != []
+    assert compose([hit(card, similarity=0.0)], "where is my home now?") == []

@@ -37,6 +37,7 @@ def test_public_names() -> None:
         "compose_excerpts",
         "day_label",
         "normalize",
+        "relevant_cards",
         "search_config_for",
         "split_turn_card",
         "term_frequencies",
