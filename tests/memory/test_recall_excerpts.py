@@ -227,3 +227,25 @@ def test_inspect_shows_each_memory_with_its_score_tokens_and_reason(
     for card in recall.cards:
         assert f"score {card.score:.2f}, {card.tokens} tokens: {card.reason}" in out, out
     assert "rank 1: cosine " in out and "merged with the lines of #2" in out
+
+
+def test_the_property_a_question_names_comes_first_among_changed_facts(
+    make_memory: Callable[..., Memory], user_id: str
+) -> None:
+    # Phone, sport and city changed too: their stale excerpts must not bring their current
+    # cards ahead of the employer the question asks about.
+    mem = make_memory()
+    chat = ("Suggest a board game for four people.", "Happy to help. Here are some ideas.")
+    changes = [
+        ("I work at Foxglove Bio.", "My phone is a Galaxy S22.", "I live in Nantes."),
+        ("I switched phones, it's an iPhone 13 now.", "I moved house, my home is in Turku now."),
+        ("I started a new job at Pine Ledger.", "I switched phones, it's a Fairphone 5 now."),
+    ]
+    for number, said in enumerate(changes):
+        say(mem, user_id, f"s{number}", chat, *((text, "Got it.") for text in said), chat)
+
+    context = mem.prepare(user_id=user_id, session_id="ask", input="Which company am I with now?")
+
+    texts = memories(context)
+    assert texts and "Pine Ledger" in texts[0], texts
+    assert not any("Foxglove" in text and "until" not in text for text in texts), texts
