@@ -21,7 +21,7 @@ from memory.cards import (
     rewrite_query,
     time_range_of_query,
 )
-from memory.cards.asking import asks_about_the_past, attributes_asked
+from memory.cards.asking import asks_about_the_past
 from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message, quote_memory
@@ -30,7 +30,7 @@ from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
 from memory.settings import CardSettings, SummarySettings
-from memory.validity import current_first, names_property
+from memory.validity import current_first, named_current, why_brought
 from retrieval import (
     CardDraft,
     CardIndex,
@@ -285,7 +285,7 @@ class LongTermMemory(MessageArchiving):
             searched = {hit.card.id for hit in fresh}
             fresh = current_first(self.index, user_id, query, fresh, widened, pinned)
             brought = {hit.card.id for hit in fresh} - searched
-            named = self._named(query, fresh)
+            named = named_current(query, fresh)
             # A question about the past gets the values that held before on top of k (as
             # ``current_first`` gives them), in their rank, not after the current ones.
             past = asks_about_the_past(query)
@@ -298,11 +298,7 @@ class LongTermMemory(MessageArchiving):
                 max_tokens=self._settings.max_tokens,
                 count=self._memory_tokens,
                 min_similarity=self._settings.min_score,
-                vouched={
-                    hit.card.id: _BROUGHT_OLD if hit.card.valid_to is not None else _BROUGHT
-                    for hit in fresh
-                    if hit.card.id in brought
-                },
+                vouched={h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
                 first=named,
                 stale_last=not past,
             )
@@ -312,18 +308,6 @@ class LongTermMemory(MessageArchiving):
             ]
             recalled += [self._recalled(excerpt) for excerpt in excerpts]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
-
-    @staticmethod
-    def _named(query: str, hits: Sequence[ScoredCard]) -> set[int]:
-        """The current cards of a property the query names ("which company am I with?")."""
-        asked = attributes_asked(query)
-        if not asked:
-            return set()
-        return {
-            hit.card.id
-            for hit in hits
-            if hit.card.valid_to is None and names_property(hit.card, asked)
-        }
 
     def _candidates(self) -> int:
         """How many cards recall weighs: enough for ``k`` memories of overlapping turn cards,
@@ -353,11 +337,6 @@ class LongTermMemory(MessageArchiving):
             tokens=self._memory_tokens(excerpt.text),
             reason=excerpt.reason(),
         )
-
-
-#: Why a card ``current_first`` brought in is recalled, as the report says.
-_BROUGHT = "the current value of a fact an older memory holds"
-_BROUGHT_OLD = "a value that held before (the question asks about the past)"
 
 
 def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s: float) -> LLMChain:
