@@ -1,19 +1,31 @@
-"""Latency of ``Memory.prepare`` as a session grows: 100, 1,000 and 10,000 stored messages.
+"""Latency of ``Memory.prepare`` with recall as a session grows, beside LangChain and mem0.
 
-Each turn is ``prepare`` (user input stored, window loaded, context assembled; no LLM) followed
-by ``record`` of the assistant's reply, on the embedded Postgres. Cards (long-term memory) are
-off: recall is measured by ``benchmarks/recall.py``. As in production, a worker
-process (``stratamem worker``) consolidates the summary (offline, as raw archives) while the
-turns run, so each session is in its steady state; it shares the machine's two cores.
+    python -m benchmarks.prepare [--turns 50] [--sizes 100,1000,10000] [--cards 10000]
+                                 [--data-dir DIR] [--mem0-venv DIR | --no-mem0]
 
-Side by side, on the same embedded Postgres and the same history, what a LangChain user writes:
-langchain-postgres ``PostgresChatMessageHistory`` (its own table) holds the messages, and each
-turn is ``get_messages()`` + ``trim_messages(strategy="last", include_system=True,
-start_on="human")`` to the same budget with the same tiktoken counter, then the turn's messages
-are added. The ratio printed is LangChain's p50 over stratamem's (above 1: stratamem is faster).
+One user with at least ``--cards`` cards (long-term memory on, the user's defaults: MiniLM on
+ONNX Runtime, k = 4) and three sessions of 100, 1,000 and 10,000 stored messages. The cards
+come from earlier sessions recorded and ended (every message a turn card, rules extracting a
+few more), made once and kept in ``--data-dir`` (default ``/tmp/stratamem-bench-prepare``):
+later runs reuse them. The sessions are new in each run: stored and consolidated with long-term
+memory off (not embedded again), their folded part marked archived. Each timed turn is
+``prepare`` (input stored, window loaded, the query rewritten and embedded, the cards searched,
+the context assembled; no LLM) followed by ``record`` of the assistant's reply, on the embedded
+Postgres; as in production, a worker process (``stratamem worker``) consolidates the summary
+and archives what the turns fold as cards (offline) while they run, so each session is in its
+steady state; it shares the machine's two cores.
 
-Run from the repository root: ``python -m benchmarks.prepare`` (or ``scripts/bench`` for all);
-needs the ``bench`` extra (``source scripts/venv.sh dev,bench``).
+Beside it, in the same process on the same Postgres and the same history
+(``benchmarks/prepare_peers.py``): LangChain's turn with memory (``PostgresChatMessageHistory``
++ ``trim_messages`` + ``PGVector.similarity_search`` over the same cards' texts and vectors,
+MiniLM on torch), and, in a virtual environment of its own run as a subprocess afterwards,
+mem0's ``search`` (offline: MiniLM, pgvector on the same server, each message added with
+``infer=False``) for a user with as many memories as the session has messages. The ratios are
+the peer's p50 over stratamem's (above 1: stratamem is faster). The load average and the CPU
+steal (``benchmarks/machine.py``) are printed with the numbers.
+
+Run from the repository root (``scripts/bench`` runs it too); needs the ``bench`` extra
+(``source scripts/venv.sh dev,bench``).
 """
 
 from __future__ import annotations
@@ -27,152 +39,127 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from langchain_core.messages import (
-    BaseMessage,
-    SystemMessage,
-    convert_to_messages,
-    convert_to_openai_messages,
-    trim_messages,
-)
-from langchain_postgres import PostgresChatMessageHistory
+from sqlalchemy import text
 
 from benchmarks.machine import CpuSteal, machine_state
-from memory import Memory
-from memory.context.messages import Message
+from benchmarks.prepare_peers import LangChainTurn, Mem0
+from benchmarks.scripted_turns import scripted_history, turn_messages
+from memory import Memory, Settings
 from memory.context.tokens import TiktokenCounter
+from retrieval import MINILM_DIMENSION, MINILM_NAME, SentenceTransformerEmbedder
+from storage import ArchiveMarks, CardStore
 
 SIZES = (100, 1_000, 10_000)
-
-
-def turn_messages(turn: int) -> list[dict[str, object]]:
-    """One scripted turn: a question, sometimes a tool exchange, and an answer."""
-    messages: list[dict[str, object]] = [
-        {"role": "user", "content": f"Turn {turn}: what changed in deploy {turn} of checkout?"}
-    ]
-    if turn % 4 == 0:
-        call = f"call_{turn}"
-        messages += [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call,
-                        "type": "function",
-                        "function": {"name": "get_deploy", "arguments": f'{{"id": {turn}}}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call, "content": f"deploy {turn}: 3 files " * 8},
-        ]
-    messages.append(
-        {"role": "assistant", "content": f"Deploy {turn} changed the retry policy and timeouts."}
-    )
-    return messages
-
-
-def build_session(mem: Memory, user_id: str, session_id: str, size: int) -> None:
-    """Store about ``size`` messages in batches, then consolidate to the steady state."""
-    batch: list[dict[str, object]] = []
-    turn = 0
-    while size > 0:
-        messages = turn_messages(turn)[: max(size, 0)]
-        if messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
-            messages = messages[:-1]
-        batch += messages
-        size -= len(messages)
-        turn += 1
-        if len(batch) >= 500 or size <= 0:
-            mem.record(user_id=user_id, session_id=session_id, messages=batch)
-            batch = []
-    while mem.consolidate(user_id=user_id, session_id=session_id) is not None:
-        pass
-
-
-def measure(mem: Memory, size: int, turns: int, cpu: list[float] | None = None) -> list[float]:
-    """Milliseconds of ``prepare`` for each of ``turns`` turns on a session of ``size``.
-
-    ``cpu`` receives the milliseconds of CPU each ``prepare`` took in this thread (Python and
-    the driver, not the server): what a busy machine multiplies into waiting for a core.
-    """
-    user_id, session_id = "bench", f"s{size}-{uuid.uuid4().hex[:8]}"
-    build_session(mem, user_id, session_id, size)
-    timings: list[float] = []
-    for turn in range(turns):
-        user, *rest = turn_messages(10_000 + turn)
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        mem.prepare(
-            user_id=user_id, session_id=session_id, input=str(user["content"]), system=SYSTEM
-        )
-        timings.append((time.perf_counter() - start) * 1000)
-        if cpu is not None:
-            cpu.append((time.thread_time() - start_cpu) * 1000)
-        mem.record(user_id=user_id, session_id=session_id, messages=rest)
-    return timings
-
-
+USER = "bench"
 SYSTEM = "You are a helpful assistant for the checkout team."
 
 
-def scripted_history(size: int) -> list[dict[str, object]]:
-    """The same ``size`` messages ``build_session`` stores, as one list."""
-    history: list[dict[str, object]] = []
-    turn = 0
-    while len(history) < size:
-        messages = turn_messages(turn)[: size - len(history)]
-        if messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
-            messages = messages[:-1]
-        history += messages
-        turn += 1
-    return history
+def record_session(mem: Memory, session_id: str, messages: list[dict[str, object]]) -> None:
+    """Store ``messages`` in batches of 500, then consolidate to the steady state."""
+    for start in range(0, len(messages), 500):
+        mem.record(user_id=USER, session_id=session_id, messages=messages[start : start + 500])
+    while mem.consolidate(user_id=USER, session_id=session_id) is not None:
+        pass
 
 
-def to_langchain(messages: list[dict[str, object]]) -> list[BaseMessage]:
-    """OpenAI-style dicts as LangChain messages (a tool-calling turn's ``None`` content as "")."""
-    return convert_to_messages([{**m, "content": m["content"] or ""} for m in messages])
+def build_sessions(history: Memory, sizes: tuple[int, ...]) -> dict[int, str]:
+    """The measured sessions by size, stored and consolidated, their folded part archived.
+
+    ``history`` has long-term memory off, so storing 11,100 messages does not embed them; the
+    archive mark is then moved to each summary's boundary, as if their cards had been made
+    (the user's cards are ``build_cards``'), so the worker archives only what the timed turns
+    fold, as in a session's steady state.
+    """
+    marks = ArchiveMarks(history.database)
+    sessions = {}
+    for size in sizes:
+        session_id = sessions[size] = f"s{size}-{uuid.uuid4().hex[:8]}"
+        record_session(history, session_id, scripted_history(size))
+        summary = history.summary(user_id=USER, session_id=session_id)
+        if summary is not None:
+            stored = history.history(user_id=USER, session_id=session_id)
+            [boundary] = [m for m in stored if m.seq == summary.boundary_seq]
+            marks.advance(USER, session_id, boundary)
+    return sessions
 
 
-def langchain_counter(counter: TiktokenCounter) -> Callable[[BaseMessage], int]:
-    """A per-message ``token_counter`` for ``trim_messages``: the counter stratamem uses."""
+def build_cards(mem: Memory, cards: int) -> int:
+    """Record and end earlier sessions of the user until they have ``cards`` cards (every
+    message becomes a turn card; rules extract a few more). Kept in the data folder."""
+    store = CardStore(mem.database, model=MINILM_NAME, dimension=MINILM_DIMENSION)
+    earlier = 0
+    while store.count(USER) < cards:
+        session_id = f"earlier-{earlier}"
+        if not mem.history(user_id=USER, session_id=session_id):
+            first = 100_000 + 1_000 * earlier
+            messages = scripted_history(400, first)
+            mem.record(user_id=USER, session_id=session_id, messages=messages)
+            mem.end_session(user_id=USER, session_id=session_id)
+        earlier += 1
+    return store.count(USER)
 
-    def count(message: BaseMessage) -> int:
-        (openai,) = convert_to_openai_messages([message])
-        return counter.count_message(Message.model_validate(openai))
 
-    # trim_messages takes a counter as per-message when its parameter is annotated
-    # BaseMessage (the class, not the string that postponed annotations leave).
-    count.__annotations__["message"] = BaseMessage
-    return count
+@dataclass
+class Sample:
+    """One runtime's timed ``prepare`` calls: wall and calling-thread CPU ms, memories."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    recalled: list[int] = field(default_factory=list)
 
 
-def measure_langchain(
-    conn: psycopg.Connection[Any], counter: TiktokenCounter, size: int, turns: int, budget: int
-) -> list[float]:
-    """Milliseconds of the LangChain turn (load, trim, store the input) for ``turns`` turns."""
-    history = PostgresChatMessageHistory("lc_history", str(uuid.uuid4()), sync_connection=conn)
-    history.add_messages(to_langchain(scripted_history(size)))
-    token_counter = langchain_counter(counter)
-    timings: list[float] = []
+def measure(mems: dict[str, Memory], session_id: str, turns: int) -> dict[str, Sample]:
+    """``prepare`` (recall on) for ``turns`` turns of the session with each ``Memory``.
+
+    The memories take turns call by call (same session, same machine moment): with
+    ``--torch-too`` one embeds with ONNX Runtime (the default), the other with torch. The CPU
+    is this thread's (Python and the driver, not the server nor the query's embedding, which
+    runs on a thread of its own).
+    """
+    samples = {name: Sample() for name in mems}
     for turn in range(turns):
-        user, *rest = to_langchain(turn_messages(10_000 + turn))
-        start = time.perf_counter()
-        history.add_messages([user])
-        trim_messages(
-            [SystemMessage(SYSTEM), *history.get_messages()],
-            max_tokens=budget,
-            strategy="last",
-            token_counter=token_counter,
-            include_system=True,
-            start_on="human",
-        )
-        timings.append((time.perf_counter() - start) * 1000)
-        history.add_messages(rest)
-    return timings
+        for name, mem in mems.items():
+            user, *rest = turn_messages(10_000 + turn)
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            context = mem.prepare(
+                user_id=USER, session_id=session_id, input=str(user["content"]), system=SYSTEM
+            )
+            samples[name].wall.append((time.perf_counter() - start) * 1000)
+            samples[name].cpu.append((time.thread_time() - start_cpu) * 1000)
+            recall = context.report.recall
+            assert recall is not None and not recall.failed, "recall failed"
+            samples[name].recalled.append(len(recall.cards))
+            mem.record(user_id=USER, session_id=session_id, messages=rest)
+    return samples
+
+
+def user_cards(mem: Memory) -> tuple[list[str], list[list[float]]]:
+    """The user's current cards' texts and vectors, for LangChain's vector store."""
+    with mem.database.reading() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT text, embedding::text AS vector FROM cards "
+                "WHERE user_id = :u AND valid_to IS NULL ORDER BY id"
+            ),
+            {"u": USER},
+        ).all()
+    return [r.text for r in rows], [json.loads(r.vector) for r in rows]
+
+
+def mem0_messages(size: int) -> list[dict[str, str]]:
+    """The session's ``size`` messages as mem0 takes them: a role and a text each."""
+    return [
+        {
+            "role": "user" if m["role"] == "user" else "assistant",
+            "content": str(m["content"] or json.dumps(m.get("tool_calls"))),
+        }
+        for m in scripted_history(size)
+    ]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -193,69 +180,161 @@ def libpq_url(url: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--context-window", type=int, default=8_192)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--cards", type=int, default=10_000, help="the user's cards, at least")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("/tmp/stratamem-bench-prepare"),
+        help="the database folder, kept: later runs reuse the user's cards (and mem0's)",
+    )
+    parser.add_argument("--mem0-venv", type=Path, default=Path("/tmp/stratamem-mem0"))
+    parser.add_argument("--no-mem0", action="store_true", help="leave mem0 out")
+    parser.add_argument(
+        "--torch-too",
+        action="store_true",
+        help="also time prepare with MiniLM on torch, turn by turn with the default's",
+    )
+    parser.add_argument(
+        "--mem0-sizes", help="the sizes mem0 is measured at (default: --sizes); its adds are slow"
+    )
     args = parser.parse_args()
+    sizes = tuple(int(size) for size in args.sizes.split(","))
+    mem0_sizes = [int(size) for size in (args.mem0_sizes or args.sizes).split(",")]
     settings: dict[str, Any] = {
         "model": "gpt-4o-mini",
         "context_window": str(args.context_window),
         "max_output": "1024",
         "summary": {"mode": "background", "debounce_seconds": 0},
-        # Cards off: recall (an embedding and a search per request) is measured by
-        # benchmarks/recall.py; this compares the short-term path with LangChain's.
-        "cards": {"enabled": False},
     }
     with tempfile.TemporaryDirectory() as folder:
-        mem = Memory.open(data_dir=Path(folder), **settings)
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "memory.cli", "worker"],
-            stdout=subprocess.DEVNULL,
-            env={
-                **os.environ,
-                "STRATAMEM_DATABASE_URL": mem.database_url,
-                **{
-                    f"STRATAMEM_{name.upper()}": env_value(value)
-                    for name, value in settings.items()
+        mem = Memory.open(data_dir=args.data_dir, **settings)
+        with mem:
+            started = time.perf_counter()
+            # Built inline (what leaves the window is archived now), measured in background.
+            inline = {**settings, "summary": {"mode": "inline"}}
+            cards = build_cards(Memory(mem.database, Settings(**inline)), args.cards)
+            no_cards = {**inline, "cards": {"enabled": False}}
+            sessions = build_sessions(Memory(mem.database, Settings(**no_cards)), sizes)
+            print(
+                f"built: {cards} cards for the user, sessions of {', '.join(map(str, sizes))}"
+                f" messages, in {time.perf_counter() - started:.0f} s; {machine_state()}",
+                flush=True,
+            )
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "memory.cli", "worker"],
+                stdout=subprocess.DEVNULL,
+                env={
+                    **os.environ,
+                    "STRATAMEM_DATABASE_URL": mem.database_url,
+                    **{
+                        f"STRATAMEM_{name.upper()}": env_value(value)
+                        for name, value in settings.items()
+                    },
                 },
-            },
-        )
-        with mem, psycopg.connect(libpq_url(mem.database_url)) as conn:
+            )
             try:
-                run(mem, conn, settings, args.turns, args.context_window)
+                with psycopg.connect(libpq_url(mem.database_url)) as conn:
+                    rows = run(mem, conn, sessions, cards, args)
             finally:
                 # Before the database stops, so the worker does not report it gone.
                 worker.terminate()
                 worker.wait()
+            peer = Mem0(args.mem0_venv)
+            found: dict[int, dict[str, float]] = {}
+            if args.no_mem0:
+                peer.missing = "left out (--no-mem0)"
+            elif peer.install():
+                steal = CpuSteal()
+                print(f"mem0 {machine_state()} at the start", flush=True)
+                found = peer.measure(
+                    libpq_url(mem.database_url),
+                    {size: mem0_messages(size) for size in mem0_sizes},
+                    [str(turn_messages(10_000 + t)[0]["content"]) for t in range(args.turns)],
+                    args.turns,
+                    Path(folder) / "mem0-work.json",
+                )
+                print(f"mem0 {machine_state(steal)} (its run) at the end", flush=True)
+    print_table(rows, found, peer.missing)
 
 
 def run(
-    mem: Memory, conn: psycopg.Connection[Any], settings: dict[str, Any], turns: int, window: int
-) -> None:
-    """Warm up, then measure both sides at every size and print the table."""
-    PostgresChatMessageHistory.create_tables(conn, "lc_history")
-    counter = TiktokenCounter(str(settings["model"]))
-    budget = window - int(str(settings["max_output"]))
-    measure(mem, 100, 20)  # warm up: tokenizer, connections, caches
-    measure_langchain(conn, counter, 100, 20, budget)
+    mem: Memory,
+    conn: psycopg.Connection[Any],
+    sessions: dict[int, str],
+    cards: int,
+    args: argparse.Namespace,
+) -> dict[int, dict[str, float]]:
+    """Warm up, then time stratamem and LangChain at every size; print each row as it comes."""
+    counter = TiktokenCounter("gpt-4o-mini")
+    budget = args.context_window - 1024
+    langchain = LangChainTurn(conn, mem.database_url, counter, budget, k=4)
+    langchain.add_memories(USER, *user_cards(mem))
+    warm = f"warm-{uuid.uuid4().hex[:8]}"
+    record_session(mem, warm, scripted_history(100))
+    mems = {"onnx": mem}
+    if args.torch_too:
+        mems["torch"] = Memory(mem.database, mem.settings, embedder=SentenceTransformerEmbedder())
+    measure(mems, warm, 20)  # the tokenizer, the embedders, connections, caches
+    langchain.measure(USER, SYSTEM, scripted_history(100), [turn_messages(t) for t in range(20)])
     print(
-        f"prepare latency, {turns} turns each, window {window}, cards off; "
-        f"{machine_state()} at the start"
+        f"prepare with recall, {args.turns} turns each, window {args.context_window}, "
+        f"{cards} cards for the user; {machine_state()} at the start",
+        flush=True,
     )
     steal = CpuSteal()
+    rows: dict[int, dict[str, float]] = {}
+    for size, session_id in sessions.items():
+        ours = measure(mems, session_id, args.turns)
+        turns = [turn_messages(10_000 + t) for t in range(args.turns)]
+        theirs = langchain.measure(USER, SYSTEM, scripted_history(size), turns)
+        onnx = ours["onnx"]
+        rows[size] = {
+            "p50": statistics.median(onnx.wall),
+            "p95": percentile(onnx.wall, 0.95),
+            "cpu": statistics.median(onnx.cpu),
+            "recalled": statistics.mean(onnx.recalled),
+            "lc_p50": statistics.median(theirs),
+            "lc_p95": percentile(theirs, 0.95),
+        }
+        if "torch" in ours:
+            rows[size]["torch_p50"] = statistics.median(ours["torch"].wall)
+        print(f"{size:>9} messages: {json.dumps(rows[size])}", flush=True)
+    print(f"{machine_state(steal)} (stratamem and LangChain) at the end", flush=True)
+    return rows
+
+
+def print_table(
+    rows: dict[int, dict[str, float]], mem0: dict[int, dict[str, float]], missing: str | None
+) -> None:
+    """The results, one row per size; mem0's columns empty where it was not measured."""
     print(
-        f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8}"
-        f" {'LC p50':>8} {'LC p95':>8} {'LC/ours':>8}"
+        f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8} {'recalled':>8}"
+        f" {'LC p50':>8} {'LC p95':>8} {'LC/ours':>8} {'mem0 p50':>9} {'mem0 p95':>9}"
+        f" {'mem0/ours':>9}"
     )
-    for size in SIZES:
-        cpu: list[float] = []
-        ours = measure(mem, size, turns, cpu)
-        theirs = measure_langchain(conn, counter, size, turns, budget)
-        p50, lc_p50 = statistics.median(ours), statistics.median(theirs)
-        print(
-            f"{size:>9} {p50:>8.2f} {percentile(ours, 0.95):>8.2f} {statistics.median(cpu):>8.2f}"
-            f" {lc_p50:>8.2f} {percentile(theirs, 0.95):>8.2f} {lc_p50 / p50:>8.2f}"
+    for size, row in rows.items():
+        peer = mem0.get(size)
+        theirs = (
+            f" {peer['p50']:>9.2f} {peer['p95']:>9.2f} {peer['p50'] / row['p50']:>9.2f}"
+            if peer
+            else f" {'-':>9} {'-':>9} {'-':>9}"
         )
-    print(f"{machine_state(steal)} (the run) at the end")
+        print(
+            f"{size:>9} {row['p50']:>8.2f} {row['p95']:>8.2f} {row['cpu']:>8.2f}"
+            f" {row['recalled']:>8.1f} {row['lc_p50']:>8.2f} {row['lc_p95']:>8.2f}"
+            f" {row['lc_p50'] / row['p50']:>8.2f}{theirs}"
+        )
+        if "torch_p50" in row:
+            print(
+                f"{'':>9} the same turns with MiniLM on torch, alternating: {row['torch_p50']:.2f}"
+            )
+    for size, peer in mem0.items():
+        print(f"mem0 at {size}: {int(peer['memories'])} memories, added in {peer['add_s']} s")
+    if missing:
+        print(f"mem0: not measured: {missing}")
 
 
 if __name__ == "__main__":

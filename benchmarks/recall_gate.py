@@ -35,7 +35,7 @@ from typing import Any
 from memory import Memory, Settings
 from memory.cli.eval_locomo import CachedEmbedder, MemoryBackend, user_id_of
 from memory.evaluation import load_locomo
-from retrieval import Embedder, HashingEmbedder, SentenceTransformerEmbedder, analyze
+from retrieval import Embedder, HashingEmbedder, OnnxEmbedder, analyze
 from storage import Database
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -54,9 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.locomo.exists() or not args.updates.exists():
         print(f"skipped: no data in {args.locomo.parent} (see shared/data/README.md)")
         return 0
-    base: Embedder = (
-        SentenceTransformerEmbedder() if args.embedder == "minilm" else HashingEmbedder()
-    )
+    base: Embedder = OnnxEmbedder() if args.embedder == "minilm" else HashingEmbedder()
     embedder = CachedEmbedder(base, args.cache) if args.embedder == "minilm" else base
     labelled: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="stratamem-gate-") as folder:

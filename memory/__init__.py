@@ -2,11 +2,15 @@
 
 The pure core (``memory.context``) does no I/O and works on plain lists of OpenAI-format
 message dicts, e.g. ``trim_history(messages, max_tokens=3_000)``. Everything an application
-needs is exported here; the subpackages hold the parts.
+needs is exported here (the types its methods return and the errors they raise included); the
+subpackages hold the parts, importable from their modules, and ``memory.testing`` the fakes.
 """
 
+import importlib
+import warnings
+
 from memory.calls import INTERRUPTED_CONTENT, OpenCall
-from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext, assemble
+from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext
 from memory.context.budget import Budget, ModelLimits, limits_for, plan_budget
 from memory.context.messages import Message, parse_messages, render_messages
 from memory.context.report import (
@@ -19,40 +23,44 @@ from memory.context.report import (
 )
 from memory.context.tokens import TiktokenCounter, TokenCounter, count_tokens
 from memory.context.trim import trim_history
-from memory.context.units import Unit, split_units, validate_history
+from memory.context.units import split_units, validate_history
 from memory.errors import (
     BudgetError,
     CardNotFoundError,
     ConfigurationError,
     ContextOverflowError,
+    ExportFormatError,
     InvalidHistoryError,
     LLMError,
     PinBudgetError,
     Problem,
     RecordConflictError,
+    ReplyFormatError,
     StratamemError,
     ToolCallInterruptedError,
 )
 from memory.facade import Forgotten, Memory
-from memory.jobs import JobOutcome, WorkerRun
-from memory.llm import (
-    ChatModel,
-    Completion,
-    LLMChain,
-    LLMChainFailed,
-    LLMEvent,
-    OpenAIChatModel,
-    ReplyFormat,
-    ScriptedChatModel,
+from memory.jobs import WorkerRun
+from memory.llm import ChatModel, Completion, OpenAIChatModel, ReplyFormat
+from memory.settings import CardSettings, JobSettings, ReportSettings, Settings, SummarySettings
+from retrieval import EmbedderMismatchError, EmbeddingError, RetrievalError, ScoredCard
+from storage import (
+    Card,
+    DatabaseUnavailableError,
+    InvalidInputError,
+    SessionErasedError,
+    StorageError,
+    StoredMessage,
+    SummaryRecord,
 )
-from memory.settings import CardSettings, JobSettings, Settings, SummarySettings
-from memory.summary.summarizer import Summarizer, SummaryEvent, SummaryResult
+from storage.errors import ImportConflictError
 
 __all__ = [
     "INTERRUPTED_CONTENT",
     "AssembledContext",
     "Budget",
     "BudgetError",
+    "Card",
     "CardNotFoundError",
     "CardSettings",
     "ChatModel",
@@ -60,16 +68,18 @@ __all__ = [
     "ConfigurationError",
     "ContextOverflowError",
     "ContextReport",
+    "DatabaseUnavailableError",
     "Dropped",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "ExportFormatError",
     "Forgotten",
+    "ImportConflictError",
     "InterruptedCall",
     "InvalidHistoryError",
-    "JobOutcome",
+    "InvalidInputError",
     "JobSettings",
-    "LLMChain",
-    "LLMChainFailed",
     "LLMError",
-    "LLMEvent",
     "LayerTokens",
     "Memory",
     "Message",
@@ -80,23 +90,25 @@ __all__ = [
     "Problem",
     "RecordConflictError",
     "ReplyFormat",
+    "ReplyFormatError",
+    "ReportSettings",
+    "RetrievalError",
     "RetrievedMemory",
-    "ScriptedChatModel",
+    "ScoredCard",
+    "SessionErasedError",
     "Settings",
+    "StorageError",
+    "StoredMessage",
     "StratamemError",
-    "Summarizer",
     "SummaryContext",
-    "SummaryEvent",
-    "SummaryResult",
+    "SummaryRecord",
     "SummarySettings",
     "SummaryState",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCallInterruptedError",
     "ToolResultCut",
-    "Unit",
     "WorkerRun",
-    "assemble",
     "count_tokens",
     "limits_for",
     "parse_messages",
@@ -106,3 +118,31 @@ __all__ = [
     "trim_history",
     "validate_history",
 ]
+
+# Names that left the top level: internals, and the fakes (now in ``memory.testing``). Each
+# still imports from here, with a DeprecationWarning, until the next release.
+_MOVED = {
+    "JobOutcome": "memory.jobs",
+    "LLMChain": "memory.llm",
+    "LLMChainFailed": "memory.llm",
+    "LLMEvent": "memory.llm",
+    "ScriptedChatModel": "memory.testing",
+    "Summarizer": "memory.summary.summarizer",
+    "SummaryEvent": "memory.summary.summarizer",
+    "SummaryResult": "memory.summary.summarizer",
+    "Unit": "memory.context.units",
+    "assemble": "memory.context.assembler",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A moved name, from its new module, with a warning that says where it went."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory' has no attribute {name!r}")
+    warnings.warn(
+        f"memory.{name} moved to {module}.{name}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module), name)

@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import openai
-
 from memory.errors import ConfigurationError, LLMError
 
 __all__ = [
@@ -123,6 +121,8 @@ class OpenAIChatModel:
     def __init__(self, base_url: str | None = None, api_key: str | None = None) -> None:
         if base_url and not api_key and not os.environ.get("OPENAI_API_KEY"):
             api_key = NO_API_KEY
+        import openai  # here, not at import: it takes most of a second to import
+
         try:
             self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         except openai.OpenAIError as error:
@@ -162,9 +162,10 @@ class OpenAIChatModel:
             "model": model,
             "messages": messages,
             "temperature": temperature,
-            "max_tokens": max_tokens if max_tokens is not None else openai.omit,
             "timeout": timeout,
         }
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
         if response_format is not None and self.takes_json_mode(model):
             try:
                 return self._send(request | {"response_format": response_format.to_openai()})
@@ -180,6 +181,8 @@ class OpenAIChatModel:
         return self._send(request)
 
     def _send(self, request: dict[str, Any]) -> Completion:
+        import openai  # imported by __init__ already
+
         model = request["model"]
         try:
             response = self._client.chat.completions.create(**request)
@@ -194,6 +197,8 @@ class OpenAIChatModel:
 
 def _refuses_json_mode(error: BaseException | None) -> bool:
     """Whether ``error`` is an endpoint's refusal of ``response_format`` (not of the request)."""
+    import openai  # imported by OpenAIChatModel already
+
     refusal = isinstance(error, openai.BadRequestError | openai.UnprocessableEntityError)
     return refusal and bool(_REFUSES_JSON_MODE.search(str(error)))
 

@@ -26,6 +26,7 @@ from memory.idle import FinishedJobs, IdleSessions, IdleWork
 from memory.intake import batch_items, parse_input
 from memory.items import Items
 from memory.jobs import WorkerRun
+from memory.kept_reports import ReportKeeper
 from memory.llm import ChatModel
 from memory.longterm import LongTermMemory
 from memory.parts import build_parts
@@ -34,7 +35,7 @@ from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
 from memory.transfer import Imported, export_lines, import_lines
 from memory.worker import CARDS, END_OF_SESSION, Worker
-from retrieval import CardQuery, Embedder, ScoredCard
+from retrieval import CardDraft, CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
     Card,
@@ -49,6 +50,7 @@ from storage import (
     check_text,
     erase,
 )
+from storage.reports import KeptReport, ReportStore
 
 __all__ = ["Forgotten", "Memory", "OpenCall"]
 
@@ -87,6 +89,8 @@ class Memory:
         self.counter: TokenCounter = self._parts.counter
         self._folding = Folding(self._parts, settings)
         self._preparer = Preparer(self._parts, settings, self._folding)
+        self._reports = ReportStore(database)
+        self._keeper = ReportKeeper(self._reports, settings.reports)
         self._stop = threading.Event()
         self._worker_threads: list[tuple[threading.Thread, threading.Event]] = []
 
@@ -172,9 +176,29 @@ class Memory:
             RecordConflictError: the input's client id is stored with other content.
             ContextOverflowError: the system message and current turn cannot fit the budget.
         """
-        return self._preparer.prepare(
+        context = self._preparer.prepare(
             user_id=user_id, session_id=session_id, input=input, system=system
         )
+        if self.settings.reports.enabled:
+            # Queued, written by a thread: the request never waits for it (memory.kept_reports).
+            self._keeper.keep(user_id, session_id, context.report)
+        return context
+
+    def kept_reports(
+        self, *, user_id: str, session_id: str, limit: int = 20, before: int | None = None
+    ) -> list[KeptReport]:
+        """The session's newest kept reports of ``prepare`` (older than id ``before``), newest
+        first; this process's reports still queued are written first.
+
+        Every ``prepare`` keeps its report (``reports.enabled``), each session its newest
+        ``reports.keep``; ``stratamem ui`` shows them. A report is written off the request
+        path, so a crash loses the few still queued (``memory.kept_reports``).
+
+        Raises:
+            InvalidInputError: an id is not usable.
+        """
+        self._keeper.flush()
+        return self._reports.latest(user_id, session_id, limit=limit, before=before)
 
     def search(
         self,
@@ -254,6 +278,37 @@ class Memory:
             raise InvalidInputError("tags must be a list of strings, not one string")
         return self._longterm().pin(user_id, text, session_id=session_id, topic=topic, tags=tags)
 
+    def remember(
+        self,
+        *,
+        user_id: str,
+        text: str,
+        topic: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Card:
+        """Keep a fact the user asked to keep: a ``fact`` card, recalled when it matches (not
+        pinned; ``pin`` for one always sent). The same text again is the same card.
+
+        For adapters whose tools store memories directly (``stratamem mcp``): a remembered
+        card was said to the tool, not in a conversation, so it has no source messages.
+
+        Raises:
+            ValueError: ``text`` is blank.
+            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
+                string.
+            ConfigurationError: long-term memory is disabled.
+        """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"a memory's text must be a string, not {type(text).__name__}")
+        check_text("memory text", text)
+        if isinstance(tags, str):
+            raise InvalidInputError("tags must be a list of strings, not one string")
+        if not text.strip():
+            raise ValueError("a memory needs a text")
+        draft = CardDraft(type="fact", text=text.strip(), topic=topic, tags=list(tags or ()))
+        [card] = self._longterm().index.add(user_id, [draft])
+        return card
+
     def unpin(self, *, user_id: str, card_id: int) -> Card:
         """Unpin one of the user's cards; it stays as an ordinary card.
 
@@ -284,8 +339,9 @@ class Memory:
     ) -> Forgotten:
         """Delete for real: one card, one session, or (neither given) everything of the user.
 
-        A session goes with its messages, summary, jobs, archive mark and cards; everything of
-        the user is every session and every card (pins included). In one transaction, from
+        A session goes with its messages, summary (and its earlier versions), kept reports,
+        jobs, archive mark and cards; everything of the user is every session and every card
+        (pins included). In one transaction, from
         every table, whatever the settings (long-term memory off included) and without loading
         an embedder. Every process sees it on its next request: a cached window is checked
         against the stored messages by the request's own statement, and every write made from
@@ -303,6 +359,10 @@ class Memory:
             raise InvalidInputError(
                 "forget one card (card_id) or one session (session_id), not both"
             )
+        if card_id is None:
+            # This process's reports still queued are written first, so the counts say what
+            # the requests made so far kept, whatever the writer thread's timing.
+            self._keeper.flush()
         erased = erase(self._database, user_id, session_id=session_id, card_id=card_id)
         if card_id is not None and erased.cards == 0:
             raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
@@ -526,11 +586,12 @@ class Memory:
         return IdleWork(sweep, FinishedJobs(self._parts.jobs, self.settings.jobs))
 
     def close(self) -> None:
-        """Stop the worker threads and release the database connections."""
+        """Stop the worker threads, write the queued reports, release the database connections."""
         self._stop.set()
         for thread, stop in self._worker_threads:
             stop.set()
             thread.join()
+        self._keeper.close()
         self._database.close()
 
     def __enter__(self) -> Self:
@@ -565,4 +626,11 @@ class Forgotten(Erased):
         if self.store_items:  # only stores' users have any: the others' line stays as it was
             plural = "" if self.store_items == 1 else "s"
             described.append(f"{self.store_items:,} store item{plural}")
+        # The inspector's records (``stratamem ui``): named when there were any.
+        for number, one, many in (
+            (self.reports, "kept report", "kept reports"),
+            (self.summary_versions, "earlier summary version", "earlier summary versions"),
+        ):
+            if number:
+                described.append(f"{number:,} {one if number == 1 else many}")
         return ", ".join(described)

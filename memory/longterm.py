@@ -38,9 +38,9 @@ from retrieval import (
     Embedder,
     Excerpt,
     HashingEmbedder,
+    OnnxEmbedder,
     PrefetchingEmbedder,
     ScoredCard,
-    SentenceTransformerEmbedder,
     compose_excerpts,
     relevant_cards,
     search_config_for,
@@ -61,10 +61,14 @@ logger = logging.getLogger(__name__)
 
 
 def default_embedder(settings: CardSettings) -> Embedder:
-    """The embedder the settings name; MiniLM loads on its first ``embed``, never before."""
+    """The embedder the settings name; MiniLM loads on its first ``embed``, never before.
+
+    MiniLM runs on ONNX Runtime (exported once from the packaged weights), or on torch, the
+    reference, where that is not possible.
+    """
     if settings.embedder == "hashing":
         return HashingEmbedder()
-    return SentenceTransformerEmbedder()
+    return OnnxEmbedder()
 
 
 @dataclass(frozen=True, slots=True)

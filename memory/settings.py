@@ -21,7 +21,7 @@ from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import ConfigurationError
 from storage import default_data_dir
 
-__all__ = ["CardSettings", "JobSettings", "Settings", "SummarySettings"]
+__all__ = ["CardSettings", "JobSettings", "ReportSettings", "Settings", "SummarySettings"]
 
 
 class SummarySettings(BaseModel):
@@ -153,6 +153,27 @@ class JobSettings(BaseModel):
     failed_retention_seconds: float = Field(default=30 * 86_400.0, ge=0)
 
 
+class ReportSettings(BaseModel):
+    """The reports of ``prepare`` kept for the inspector page (``stratamem ui``).
+
+    Attributes:
+        enabled: keep each request's report (written off the request path by a thread).
+        keep: how many reports each session keeps, the newest.
+        queue: reports waiting to be written, at most; a request whose report finds the queue
+            full leaves it unkept (counted) rather than wait.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
+        with _as_configuration_error("reports settings", type(self)):
+            super().__init__(**values)
+
+    enabled: bool = True
+    keep: int = Field(default=1_000, ge=1)
+    queue: int = Field(default=10_000, ge=1)
+
+
 class Settings(BaseSettings):
     """Every setting of stratamem, with its default.
 
@@ -198,6 +219,7 @@ class Settings(BaseSettings):
     summary: SummarySettings = Field(default_factory=SummarySettings)
     cards: CardSettings = Field(default_factory=CardSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    reports: ReportSettings = Field(default_factory=ReportSettings)
 
     @field_validator("database_url")
     @classmethod

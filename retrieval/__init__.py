@@ -8,6 +8,7 @@ from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalErr
 from retrieval.excerpts import Excerpt, Gate, compose_excerpts, relevant_cards
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
+from retrieval.onnx_minilm import OnnxEmbedder
 from retrieval.openai_embedder import OpenAIEmbedder
 from retrieval.prefetch import PrefetchingEmbedder
 from retrieval.recipe import DEFAULT_SEARCH, HASHING_NAME, SearchConfig, search_config_for
@@ -42,6 +43,7 @@ __all__ = [
     "Excerpt",
     "Gate",
     "HashingEmbedder",
+    "OnnxEmbedder",
     "OpenAIEmbedder",
     "PrefetchingEmbedder",
     "RetrievalError",

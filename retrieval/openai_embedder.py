@@ -1,11 +1,15 @@
 """``OpenAIEmbedder``: any OpenAI-compatible embeddings API, through the ``openai`` client."""
 
-from collections.abc import Sequence
+from __future__ import annotations
 
-import openai
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from retrieval.embedder import normalize
 from retrieval.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -53,6 +57,8 @@ class OpenAIEmbedder:
         Raises:
             EmbeddingError: The API failed or answered vectors of another size or count.
         """
+        import openai  # the client given was made with it
+
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
             batch = list(texts[start : start + self._batch_size])

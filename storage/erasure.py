@@ -43,8 +43,11 @@ class Erased:
         card_terms: the cards' keyword terms.
         archive_marks: how far each session was archived as cards.
         sessions: the sessions themselves.
+        reports: kept reports of ``prepare`` (``request_reports``).
+        summary_versions: the kept versions of summaries that newer ones replaced.
         store_items: items of framework stores (LangGraph's), with their vectors and terms;
             only a whole user's erasure deletes them (they belong to no session).
+        agent_item_pops: items an agent framework's session took back (``storage.agent_items``).
     """
 
     messages: int = 0
@@ -54,12 +57,16 @@ class Erased:
     card_terms: int = 0
     archive_marks: int = 0
     sessions: int = 0
+    reports: int = 0
+    summary_versions: int = 0
     store_items: int = 0
+    agent_item_pops: int = 0
 
     def by_table(self) -> dict[str, int]:
         """The counts keyed by table name (summaries are ``session_summaries``)."""
         counts = {field.name: getattr(self, field.name) for field in fields(self)}
         counts["session_summaries"] = counts.pop("summaries")
+        counts["request_reports"] = counts.pop("reports")
         return counts
 
 
@@ -67,7 +74,10 @@ class Erased:
 _CONVERSATION = (
     ("jobs", "jobs"),
     ("archive_marks", "archive_marks"),
+    ("reports", "request_reports"),
+    ("summary_versions", "summary_versions"),
     ("summaries", "session_summaries"),
+    ("agent_item_pops", "agent_item_pops"),
     ("messages", "messages"),
     ("sessions", "sessions"),
 )
@@ -82,9 +92,10 @@ def erase(
 ) -> Erased:
     """Delete for real, in one transaction: one card, one session, or everything of the user.
 
-    A session goes with its messages, summary, jobs, archive mark and cards (their terms too);
-    the whole user is every session and every card (pins included), the keyword statistics and
-    the user's items of framework stores (``storage.items``).
+    A session goes with its messages, summary (and its kept versions), kept reports, jobs,
+    archive mark and cards (their terms too); the whole user is every session and every
+    card (pins included), the keyword statistics and the user's items of framework stores
+    (``storage.items``).
     A card that a deleted card had superseded keeps its ``valid_to``: it was still replaced.
 
     Returns:

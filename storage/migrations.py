@@ -477,6 +477,74 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        18,
+        "agent item pops",
+        (
+            # An agent framework's session keeps its items whole in its messages' metadata
+            # (storage.agent_items); messages are append-only, so an item taken back (the
+            # Agents SDK's ``pop_item``) is marked here. Keyed by user first; erased with its
+            # message (and listed in storage.erasure, for the count).
+            """
+            CREATE TABLE agent_item_pops (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                message_id bigint NOT NULL,
+                item_index integer NOT NULL,
+                popped_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (user_id, session_id, message_id, item_index),
+                CONSTRAINT fk_agent_item_pops_message FOREIGN KEY (user_id, message_id)
+                    REFERENCES messages (user_id, id) ON DELETE CASCADE
+            )
+            """,
+        ),
+    ),
+    Migration(
+        19,
+        "kept request reports and previous summary versions",
+        (
+            # Each prepare's report, kept for the inspector page (storage.reports): written off
+            # the request path, at most ``reports.keep`` per session. The token columns are the
+            # chart's (read without parsing the report); the report itself is ``json``, not
+            # ``jsonb``: a recall query holds the user's words, NUL characters included.
+            """
+            CREATE TABLE request_reports (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                id bigserial,
+                prepared_at timestamptz NOT NULL,
+                newest_seq bigint NOT NULL,
+                newest_id bigint NOT NULL,
+                budget integer NOT NULL,
+                system_tokens integer NOT NULL,
+                summary_tokens integer NOT NULL,
+                memories_tokens integer NOT NULL,
+                window_tokens integer NOT NULL,
+                input_tokens integer NOT NULL,
+                total_tokens integer NOT NULL,
+                dropped integer NOT NULL,
+                report json NOT NULL,
+                PRIMARY KEY (user_id, session_id, id)
+            )
+            """,
+            # The versions a session's summary had before its current one (storage.summaries):
+            # copied in the transaction that replaces them, the newest few kept per session.
+            """
+            CREATE TABLE summary_versions (
+                user_id text NOT NULL,
+                session_id text NOT NULL,
+                version integer NOT NULL,
+                content text NOT NULL,
+                kind text NOT NULL,
+                boundary_seq bigint NOT NULL,
+                covered integer NOT NULL,
+                updated_at timestamptz NOT NULL,
+                replaced_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (user_id, session_id, version)
+            )
+            """,
+        ),
+    ),
 )
 
 _BOOTSTRAP = (

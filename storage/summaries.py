@@ -1,8 +1,10 @@
-"""``SummaryStore``: one rolling summary per session, updated by compare-and-set."""
+"""``SummaryStore``: one rolling summary per session, updated by compare-and-set; the versions
+it replaced are kept, the newest few per session (``summary_versions``)."""
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select, update
+from sqlalchemy import Connection, Row, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 
 from storage.engine import Database
@@ -12,7 +14,20 @@ from storage.inputs import check_id, check_text
 from storage.models import SummaryRow
 from storage.records import StoredMessage, SummaryKind, SummaryRecord
 
-__all__ = ["SummaryStore", "read_summary"]
+__all__ = ["KEPT_SUMMARY_VERSIONS", "SummaryStore", "SummaryVersion", "read_summary"]
+
+#: Previous versions of a session's summary kept by default (the newest ones).
+KEPT_SUMMARY_VERSIONS = 20
+
+
+class SummaryVersion(SummaryRecord):
+    """A version of a session's summary that a newer one replaced.
+
+    Attributes:
+        replaced_at: when the newer version was stored (``updated_at`` is when this one was).
+    """
+
+    replaced_at: datetime
 
 
 class SummaryStore:
@@ -20,15 +35,19 @@ class SummaryStore:
 
     Concurrent writers never overwrite each other: ``save`` succeeds only for the writer that
     read the current version, so two workers on one session cannot both fold the same messages.
+    The version a ``save`` replaces is kept (``versions``), in the same transaction.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, keep_versions: int = KEPT_SUMMARY_VERSIONS) -> None:
         """Create a store on an open database.
 
         Args:
             database: The database to use.
+            keep_versions: How many replaced versions to keep per session (the newest); 0
+                keeps none.
         """
         self._database = database
+        self._keep_versions = keep_versions
 
     def get(self, user_id: str, session_id: str) -> SummaryRecord | None:
         """Return the session's summary, or None when it has none (or the user has no such session).
@@ -104,6 +123,7 @@ class SummaryStore:
                 raise InvalidInputError(
                     f"summary boundary cannot go back from {current.boundary_seq} to {boundary_seq}"
                 )
+            replaced = None if current is None else _record(current)
             row = session.scalar(
                 update(SummaryRow)
                 .where(
@@ -116,7 +136,55 @@ class SummaryStore:
                 .values(version=SummaryRow.version + 1, updated_at=func.now(), **values)
                 .returning(SummaryRow)
             )
-            return None if row is None else _record(row)
+            if row is None:
+                return None
+            stored = _record(row)
+            # The update matched ``expected_version``, and a version's content never changes:
+            # the row read above is the one replaced when it has that version.
+            if replaced is not None and replaced.version == expected_version:
+                self._keep_replaced(session.connection(), replaced)
+            return stored
+
+    def versions(self, user_id: str, session_id: str) -> list[SummaryVersion]:
+        """The kept versions the session's summary had before its current one, newest first.
+
+        Raises:
+            InvalidInputError: An id is not usable.
+        """
+        _check_session(user_id, session_id)
+        with self._database.reading() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT user_id, session_id, content, kind, boundary_seq, covered, version, "
+                    "updated_at, replaced_at FROM summary_versions "
+                    "WHERE user_id = :user_id AND session_id = :session_id "
+                    "ORDER BY version DESC"
+                ),
+                {"user_id": user_id, "session_id": session_id},
+            ).all()
+        return [SummaryVersion(**row._mapping) for row in rows]
+
+    def _keep_replaced(self, connection: Connection, replaced: SummaryRecord) -> None:
+        """Keep the version just replaced; drop the kept ones beyond the newest few."""
+        if self._keep_versions <= 0:
+            return
+        where = {"user_id": replaced.user_id, "session_id": replaced.session_id}
+        connection.execute(
+            text(
+                "INSERT INTO summary_versions (user_id, session_id, version, content, kind, "
+                "boundary_seq, covered, updated_at) VALUES (:user_id, :session_id, :version, "
+                ":content, :kind, :boundary_seq, :covered, :updated_at) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            replaced.model_dump(),
+        )
+        connection.execute(
+            text(
+                "DELETE FROM summary_versions WHERE user_id = :user_id "
+                "AND session_id = :session_id AND version <= :oldest_dropped"
+            ),
+            where | {"oldest_dropped": replaced.version - self._keep_versions},
+        )
 
 
 def _check_session(user_id: str, session_id: str) -> None:

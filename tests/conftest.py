@@ -16,6 +16,16 @@ def stop_embedded(data_folder: Path) -> None:
     storage.engine.stop_embedded(data_folder)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The run's user cache folder (``XDG_CACHE_HOME``, child processes too): MiniLM's ONNX
+    export is built at most once per run, and never into the tester's own cache."""
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """An open, migrated embedded database shared by the whole test run."""

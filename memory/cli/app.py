@@ -16,8 +16,10 @@ from memory.cli.eval import register_eval
 from memory.cli.forget import register_forget
 from memory.cli.inspect import register_inspect
 from memory.cli.keys import register_keys
+from memory.cli.mcp import register_mcp
 from memory.cli.serve import register_serve
 from memory.cli.transfer import register_export, register_import
+from memory.cli.ui import register_ui
 from memory.cli.worker import register_worker
 from memory.errors import StratamemError
 from storage import StorageError
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         register_keys,
         register_export,
         register_import,
+        register_mcp,
+        register_ui,
     ):
         register(subcommands)
     return parser

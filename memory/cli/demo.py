@@ -101,7 +101,19 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
             highlight=False,
             soft_wrap=True,  # the commands are pasted: no line break inside them
         )
+        out.print(inspector_hint(mem.settings), highlight=False, soft_wrap=True)
     return EXIT_OK
+
+
+def inspector_hint(settings: Settings) -> str:
+    """How to look at the demo's requests, cards and summaries in ``stratamem ui``."""
+    folder = shlex.quote(str(settings.data_dir.expanduser().resolve()))
+    prefix = "" if settings.database_url is not None else f"STRATAMEM_DATA_DIR={folder} "
+    command = f"{prefix}{_this_command()}"
+    return (
+        f"See it in a browser: [bold]{escape(f'{command} keys create --admin --label ui')}[/], "
+        f"then [bold]{escape(f'{command} ui')}[/] and log in with that key."
+    )
 
 
 def removal_hint(settings: Settings, user_id: str) -> str:

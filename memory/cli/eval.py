@@ -33,7 +33,7 @@ from memory.cli.eval_locomo import (
 from memory.cli.eval_updates import register_updates
 from memory.evaluation import Conversation, LocomoFormatError, load_locomo
 from memory.evaluation_budgets import BUDGETS
-from retrieval import Embedder, SentenceTransformerEmbedder
+from retrieval import Embedder, OnnxEmbedder
 
 __all__ = [
     "EvalReport",
@@ -91,7 +91,7 @@ def register_eval(subcommands: Subcommands) -> None:
 
 def make_embedder() -> Embedder:
     """The embedder of the evaluation: MiniLM, offline (tests replace this function)."""
-    return SentenceTransformerEmbedder()
+    return OnnxEmbedder()
 
 
 def _budgets(text: str) -> tuple[int, ...]:

@@ -9,7 +9,6 @@ from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
 
-import bpe_openai
 import tiktoken
 
 from memory.context.images import IMAGE_LOW_DETAIL_TOKENS, image_part_tokens
@@ -76,6 +75,8 @@ def _o200k_base() -> tiktoken.Encoding:
     tiktoken stays the encoder (it is what every other count uses); bpe-openai only supplies
     the ranks, the split pattern and the special tokens, which are OpenAI's published ones.
     """
+    import bpe_openai  # here, not at import: it takes about a second, and o200k may be unused
+
     bundled = bpe_openai.get_encoding("o200k_base")
     return tiktoken.Encoding(
         "o200k_base",

@@ -36,7 +36,8 @@ def soon_database(database_url: str) -> Iterator[Database]:
 @pytest.fixture
 def make_memory(soon_database: Database, user_id: str) -> Iterator[Callable[..., Memory]]:
     def make(summary: dict[str, Any] | None = None, **cards: Any) -> Memory:
-        settings = Settings(summary=summary or BACKGROUND, cards=cards)
+        # No kept reports: their writer thread's statements would land in a trace by chance.
+        settings = Settings(summary=summary or BACKGROUND, cards=cards, reports={"enabled": False})
         return Memory(soon_database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
 
     yield make

@@ -46,6 +46,9 @@ USER_TABLES = (
     "store_items",
     "store_vectors",
     "store_terms",
+    "agent_item_pops",
+    "request_reports",
+    "summary_versions",
 )
 
 
@@ -173,6 +176,8 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
             {"role": "assistant", "content": "Noted."},
         ],
     )
+    app.prepare(user_id=user_id, session_id="s")
+    app.kept_reports(user_id=user_id, session_id="s")  # the report written, not queued
     app.end_session(user_id=user_id, session_id="s")
     app.pin(user_id=user_id, text="SSN 078-05-1120.")
     app.items.write(
@@ -181,6 +186,7 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     before = rows_of(database, user_id)
     assert before["cards"] >= 2 and before["archive_marks"] == 1 and before["card_terms"] > 0
     assert before["store_items"] == before["store_vectors"] == before["store_terms"] == 1
+    assert before["request_reports"] == 1
     without_cards = Memory(database, Settings(cards={"enabled": False}))
 
     gone = without_cards.forget(user_id=user_id)
@@ -366,3 +372,25 @@ def test_the_documented_purge_leaves_no_trace_in_the_server_files(fresh_data_dir
                 connection.execute(text(statement))
 
         assert files_holding(folder, secret.encode()) == []
+
+
+def test_every_table_of_a_users_data_is_erased_counted_and_purged(database: Database) -> None:
+    # A table added later with a user_id column must join erasure's tests and the README's
+    # purge (its rows would otherwise stay in the files after VACUUM of the others). A user's
+    # proxy keys are access, not memory: forget leaves them (stratamem keys revoke ends them).
+    with database.engine.connect() as connection:
+        with_users = set(
+            connection.execute(
+                text(
+                    "SELECT c.table_name FROM information_schema.columns AS c"
+                    " JOIN information_schema.tables AS t USING (table_schema, table_name)"
+                    " WHERE c.table_schema = current_schema() AND c.column_name = 'user_id'"
+                    " AND t.table_type = 'BASE TABLE'"
+                )
+            ).scalars()
+        ) - {"proxy_keys"}
+    [vacuum] = [s for s in purge_statements() if s.strip().upper().startswith("VACUUM FULL")]
+    purged = {name.strip() for name in vacuum.strip()[len("VACUUM FULL") :].split(",")}
+
+    assert set(USER_TABLES) == with_users
+    assert purged == with_users

@@ -27,11 +27,11 @@ from memory import (
     InvalidHistoryError,
     Memory,
     RecordConflictError,
-    ScriptedChatModel,
     Settings,
     count_tokens,
     validate_history,
 )
+from memory.testing import ScriptedChatModel
 from storage import Database, MessageStore, NewMessage, StoredMessage
 from storage.sessions import WindowRead
 

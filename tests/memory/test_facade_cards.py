@@ -1,7 +1,8 @@
 """Long-term memory through the ``Memory`` facade, on the real embedded Postgres.
 
 Cards are embedded with the hashing fake (named as MiniLM, the model the shared test database
-records) so these tests stay fast; the recall test at the end uses the real MiniLM.
+records) so these tests stay fast; the recall test at the end uses the real MiniLM, as the
+default settings run it (on ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from memory import (
     PinBudgetError,
     Settings,
 )
-from retrieval import MINILM_NAME, HashingEmbedder, SentenceTransformerEmbedder
+from memory.longterm import default_embedder
+from memory.settings import CardSettings
+from retrieval import MINILM_NAME, HashingEmbedder, OnnxEmbedder
 from storage import Database, InvalidInputError
 
 
@@ -294,12 +297,15 @@ def test_recall_failure_never_fails_a_request(
 
 
 @pytest.fixture(scope="module")
-def minilm() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder()
+def minilm() -> OnnxEmbedder:
+    """The default settings' embedder: MiniLM on ONNX Runtime."""
+    embedder = default_embedder(CardSettings())
+    assert isinstance(embedder, OnnxEmbedder)
+    return embedder
 
 
 def test_a_fact_of_session_one_is_recalled_in_session_two(
-    make_memory: Callable[..., Memory], user_id: str, minilm: SentenceTransformerEmbedder
+    make_memory: Callable[..., Memory], user_id: str, minilm: OnnxEmbedder
 ) -> None:
     mem = make_memory(embedder=minilm)
     say(
@@ -318,6 +324,7 @@ def test_a_fact_of_session_one_is_recalled_in_session_two(
     report = context.report.recall
     assert report is not None and report.query == "What is my daughter's name?"
     assert report.cards and report.cards[0].score > 0
+    assert minilm.runtime == "onnx"
 
 
 def test_timestamps_are_stored_never_sent_and_date_turn_cards(mem: Memory, user_id: str) -> None:

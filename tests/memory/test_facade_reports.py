@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory import Memory, Message, Settings, TiktokenCounter, assemble
+from memory import Memory, Message, Settings, TiktokenCounter
+from memory.context.assembler import assemble
 from memory.preparing import _named_by_seq
 from memory.recent import RecentWindow
 from storage import Database, StoredMessage

@@ -1,14 +1,19 @@
 """The public surface of ``memory`` is explicit and pinned: changing it is a decision."""
 
 import types
+import warnings
+
+import pytest
 
 import memory
+import memory.testing
 
 EXPECTED = {
     "INTERRUPTED_CONTENT",
     "AssembledContext",
     "Budget",
     "BudgetError",
+    "Card",
     "CardNotFoundError",
     "CardSettings",
     "ChatModel",
@@ -16,42 +21,47 @@ EXPECTED = {
     "ConfigurationError",
     "ContextOverflowError",
     "ContextReport",
+    "DatabaseUnavailableError",
     "Dropped",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "ExportFormatError",
     "Forgotten",
+    "ImportConflictError",
     "InterruptedCall",
-    "JobOutcome",
-    "JobSettings",
     "InvalidHistoryError",
-    "LLMChain",
-    "LLMChainFailed",
+    "InvalidInputError",
+    "JobSettings",
     "LLMError",
-    "LLMEvent",
     "LayerTokens",
     "Memory",
     "Message",
     "ModelLimits",
     "OpenAIChatModel",
-    "Problem",
-    "PinBudgetError",
     "OpenCall",
+    "PinBudgetError",
+    "Problem",
     "RecordConflictError",
     "ReplyFormat",
+    "ReplyFormatError",
+    "ReportSettings",
+    "RetrievalError",
     "RetrievedMemory",
-    "ScriptedChatModel",
+    "ScoredCard",
+    "SessionErasedError",
     "Settings",
+    "StorageError",
+    "StoredMessage",
     "StratamemError",
     "SummaryContext",
-    "SummaryEvent",
-    "SummaryResult",
+    "SummaryRecord",
     "SummarySettings",
     "SummaryState",
-    "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCallInterruptedError",
     "ToolResultCut",
-    "Unit",
-    "assemble",
+    "WorkerRun",
     "count_tokens",
     "limits_for",
     "parse_messages",
@@ -60,7 +70,6 @@ EXPECTED = {
     "split_units",
     "trim_history",
     "validate_history",
-    "WorkerRun",
 }
 
 
@@ -89,3 +98,40 @@ def test_the_errors_are_value_errors_where_the_input_is_at_fault() -> None:
     assert issubclass(memory.RecordConflictError, ValueError)
     assert issubclass(memory.ToolCallInterruptedError, memory.InvalidHistoryError)
     assert issubclass(memory.LLMError, memory.StratamemError)
+
+
+def test_the_types_the_methods_return_and_the_errors_they_raise_are_exported() -> None:
+    from retrieval import RetrievalError, ScoredCard
+    from storage import Card, StorageError, StoredMessage, SummaryRecord
+
+    assert (memory.ScoredCard, memory.Card) == (ScoredCard, Card)
+    assert (memory.StoredMessage, memory.SummaryRecord) == (StoredMessage, SummaryRecord)
+    assert (memory.StorageError, memory.RetrievalError) == (StorageError, RetrievalError)
+    assert issubclass(memory.InvalidInputError, memory.StorageError)
+    assert issubclass(memory.SessionErasedError, LookupError)
+
+
+def test_a_moved_name_still_imports_with_a_warning_naming_its_new_place() -> None:
+    from memory.summary.summarizer import Summarizer
+
+    with pytest.warns(DeprecationWarning, match=r"memory\.Summarizer moved to memory\.summary"):
+        assert memory.Summarizer is Summarizer
+    with pytest.warns(DeprecationWarning, match="memory.testing"):
+        assert memory.ScriptedChatModel is memory.testing.ScriptedChatModel
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match="no attribute 'Nonsense'"):
+            _ = memory.Nonsense
+
+
+def test_the_fakes_are_in_memory_testing() -> None:
+    assert set(memory.testing.__all__) == {"HashingEmbedder", "ScriptedChatModel"}
+    reply = memory.testing.ScriptedChatModel(["hi"]).complete(
+        [{"role": "user", "content": "hello"}],
+        model="m",
+        temperature=0.0,
+        max_tokens=None,
+        timeout=1.0,
+    )
+    assert reply.text == "hi"
+    assert len(memory.testing.HashingEmbedder().embed(["a text"])[0]) > 0

@@ -27,8 +27,9 @@ def own_database(database_url: str) -> Iterator[Database]:
 
 @pytest.fixture
 def mem(own_database: Database) -> Memory:
-    """Cards off: recall is a separate cost, measured elsewhere."""
-    return Memory(own_database, Settings(cards={"enabled": False}))
+    """Cards off: recall is a separate cost, measured elsewhere. Kept reports off: a thread
+    writes them off the request path, and its statements would land in a trace by chance."""
+    return Memory(own_database, Settings(cards={"enabled": False}, reports={"enabled": False}))
 
 
 def test_prepare_with_an_input_is_one_round_trip(

@@ -24,6 +24,7 @@ def test_public_names() -> None:
         "HashingEmbedder",
         "MINILM_DIMENSION",
         "MINILM_NAME",
+        "OnnxEmbedder",
         "OpenAIEmbedder",
         "PrefetchingEmbedder",
         "RetrievalError",

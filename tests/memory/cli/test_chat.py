@@ -171,7 +171,7 @@ def test_forget_asks_first_and_says_what_it_deleted(
     screen = session.type("/forget", "y", "/forget all", "yes", "/pins")
     assert (
         f"Forgot session '{session_id}': 2 messages, 0 summaries, 0 cards (0 keyword terms), "
-        "0 jobs, 0 archive marks, 1 session." in screen
+        "0 jobs, 0 archive marks, 1 session, 1 kept report." in screen
     )
     assert f"Forgot everything of user '{user_id}': 0 messages, 0 summaries, 1 card" in screen
     assert "No pins." in screen

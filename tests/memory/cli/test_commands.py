@@ -28,6 +28,8 @@ def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
 
     out = " ".join(capsys.readouterr().out.split())
     assert "offline: no LLM" in out
+    assert f"STRATAMEM_DATA_DIR={fresh_data_dir.resolve()} " in out.split("See it in a browser:")[1]
+    assert re.search(r"See it in a browser: .*keys create --admin --label ui, then .* ui and", out)
     assert "window 4,096 tokens, history budget 3,503" in out
     assert "each request stays under the 4,096-token window" in out
     # Recalled in a new session: an English fact, a Chinese turn, and the pin first.

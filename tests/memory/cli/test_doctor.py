@@ -57,7 +57,7 @@ def test_a_healthy_setup_passes_every_check_with_the_real_model(
     ]  # fmt: skip
     assert {status for status, _ in checks.values()} == {"ok"}
     assert checks["pgvector"][1].startswith("version 0.")
-    assert "all-MiniLM-L6-v2 loads offline (384 dimensions)" in checks["embeddings"][1]
+    assert "all-MiniLM-L6-v2 loads offline (384 dimensions, onnx)" in checks["embeddings"][1]
     assert "answers (a 1-token completion with gpt-4o-mini)" in checks["llm"][1]
     assert "sk-doctor-test" not in out
     assert out.rstrip().endswith("doctor: 7 ok, 0 warn, 0 fail")

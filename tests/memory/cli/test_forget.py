@@ -84,6 +84,8 @@ def test_forget_a_session_says_how_many_messages_summaries_cards_and_jobs_went(
     kept_cards = cards_of(mem, user_id, "kept")
 
     terms = terms_of(mem, user_id, "gone")
+    reports = len(mem.kept_reports(user_id=user_id, session_id="gone", limit=1_000))
+    assert reports > 0  # each prepare kept its report
 
     gone = mem.forget(user_id=user_id, session_id="gone")
 
@@ -95,13 +97,14 @@ def test_forget_a_session_says_how_many_messages_summaries_cards_and_jobs_went(
         card_terms=terms,
         archive_marks=1,
         sessions=1,
+        reports=reports,
     )
     assert mem.history(user_id=user_id, session_id="gone") == []
     assert len(mem.history(user_id=user_id, session_id="kept")) == 4
     assert cards_of(mem, user_id, "kept") == kept_cards
     assert gone.describe() == (
         f"{messages:,} messages, 1 summary, {cards} cards ({terms} keyword terms), 0 jobs, "
-        "1 archive mark, 1 session"
+        f"1 archive mark, 1 session, {reports} kept reports"
     )
 
 
@@ -111,10 +114,11 @@ def test_forget_counts_queued_jobs_and_one_card(make_memory: MemoryFactory, user
     pin = mem.pin(user_id=user_id, text="Answer in British English.")
 
     messages = len(mem.history(user_id=user_id, session_id="s"))
+    reports = len(mem.kept_reports(user_id=user_id, session_id="s", limit=1_000))
 
     assert mem.forget(user_id=user_id, card_id=pin.id) == Forgotten(0, 0, 1, 0, card_terms=3)
     assert mem.forget(user_id=user_id) == Forgotten(
-        messages=messages, summaries=0, cards=0, jobs=1, sessions=1
+        messages=messages, summaries=0, cards=0, jobs=1, sessions=1, reports=reports
     )
     assert mem.forget(user_id=user_id) == Forgotten(0, 0, 0, 0)
 

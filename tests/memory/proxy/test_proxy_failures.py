@@ -120,7 +120,7 @@ def test_with_the_database_stopped_the_request_is_answered_without_memory_then_h
         ("assistant", "echo: first"),
         ("user", "while the database is down"),
     ]
-    health = httpx.get(client.base_url.join("/healthz"))
+    health = httpx.get(str(client.base_url.join("/healthz")))
     assert health.json()["memory_failures"] == 1
 
     Database.open(data_dir=fresh_data_dir).close()  # the server comes back
@@ -192,7 +192,7 @@ def test_a_reply_memory_cannot_store_is_answered_then_logged_and_counted(
         ]
     recorded()
 
-    health = httpx.get(client.base_url.join("/healthz"))
+    health = httpx.get(str(client.base_url.join("/healthz")))
     assert health.json()["memory_failures"] == 1
     assert contents(memory, user_id, session_id) == ["a confidential remark"]  # input kept
     [warning] = [r for r in caplog.records if r.name == "memory.proxy.app"]

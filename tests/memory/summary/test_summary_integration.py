@@ -20,13 +20,14 @@ from fake_openai import Behaviour, Empty, FakeOpenAI, Hang, Reply, Status
 from sqlalchemy import text
 from summary_child import SETTINGS, settings
 
-from memory import AssembledContext, Memory, Settings, SummaryEvent, SummaryState
+from memory import AssembledContext, Memory, Settings, SummaryState
 from memory.context.parts import quote_summary
 from memory.context.tokens import TiktokenCounter
 from memory.context.units import validate_history
 from memory.intake import parse_input
 from memory.llm import OpenAIChatModel
 from memory.summary.policy import FoldPolicy
+from memory.summary.summarizer import SummaryEvent
 from storage import Database, SummaryRecord, SummaryStore
 
 CHILD = Path(__file__).with_name("summary_child.py")

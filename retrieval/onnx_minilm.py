@@ -1,0 +1,213 @@
+"""``OnnxEmbedder``: MiniLM through ONNX Runtime, built from the packaged weights; torch if not.
+
+The default embedder of the cards. The first ``embed`` of a process finds (or exports, once per
+user and model: ``retrieval.onnx_export``) the ONNX file of the packaged all-MiniLM-L6-v2,
+loads it with the model's own tokenizer (``tokenizer.json``, truncated to the model's
+``max_seq_length`` as sentence-transformers does) and embeds with it from then on: one short
+query in about 4 ms where torch takes 10-15. The vectors are torch's within
+``VECTOR_TOLERANCE`` (tested, and checked on every export), so cards stored by either runtime
+are searched by the other. When the export or the runtime fails, it logs a warning and embeds
+with ``SentenceTransformerEmbedder``, the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy
+
+from retrieval.embedder import normalize
+from retrieval.errors import EmbeddingError
+from retrieval.onnx_export import default_cache_dir, ensure_onnx_model
+from retrieval.sentence_transformer import (
+    MINILM_DIMENSION,
+    MINILM_NAME,
+    SentenceTransformerEmbedder,
+    packaged_model_path,
+)
+
+__all__ = ["DEFAULT_ONNX_THREADS", "OnnxEmbedder", "OnnxSession"]
+
+logger = logging.getLogger(__name__)
+
+#: ONNX Runtime's intra-op threads; ``None`` leaves its own choice (one per physical core).
+DEFAULT_ONNX_THREADS: int | None = None
+
+# One session per model, cache folder and thread count per process: finding the file hashes the
+# model's 90 MB, and a session holds the graph's weights.
+_sessions: dict[tuple[str, str, int | None], OnnxSession] = {}
+_sessions_lock = threading.Lock()
+
+
+class OnnxSession:
+    """An exported MiniLM file and its model's tokenizer, ready to embed."""
+
+    def __init__(self, onnx_file: Path, model: Path, *, threads: int | None) -> None:
+        """Load the graph into ONNX Runtime (CPU) and the tokenizer from ``model``.
+
+        Raises:
+            Whatever ONNX Runtime and ``tokenizers`` raise for a file they cannot read (the
+            embedder falls back to torch on any of them).
+        """
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
+        settings = json.loads((model / "sentence_bert_config.json").read_text())
+        # tokenizer.json pads every text to 128 tokens and cuts there; sentence-transformers
+        # pads to the batch's longest and cuts at max_seq_length (256): do as it does.
+        tokenizer.enable_truncation(int(settings["max_seq_length"]))
+        padding = tokenizer.padding or {"pad_id": 0, "pad_token": "[PAD]", "pad_type_id": 0}
+        tokenizer.enable_padding(
+            pad_id=padding["pad_id"],
+            pad_token=padding["pad_token"],
+            pad_type_id=padding["pad_type_id"],
+        )
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3  # warnings about unused initializers are noise here
+        options.inter_op_num_threads = 1
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        self._session = onnxruntime.InferenceSession(
+            str(onnx_file), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer = tokenizer
+        self._inputs = {node.name for node in self._session.get_inputs()}
+
+    def embed(self, texts: Sequence[str], *, batch_size: int) -> list[list[float]]:
+        """Unit vectors of ``texts``, in order, batched longest first (less padding)."""
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in batch])
+            columns = {
+                "input_ids": [e.ids for e in encodings],
+                "attention_mask": [e.attention_mask for e in encodings],
+                "token_type_ids": [e.type_ids for e in encodings],
+            }
+            feeds = {
+                name: numpy.array(rows, dtype=numpy.int64)
+                for name, rows in columns.items()
+                if name in self._inputs
+            }
+            (embedded,) = self._session.run(["sentence_embedding"], feeds)
+            for position, vector in zip(batch, embedded.tolist(), strict=True):
+                vectors[position] = normalize(vector)
+        return vectors
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime, exported on first use; torch when that fails."""
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        cache_dir: Path | None = None,
+        threads: int | None = DEFAULT_ONNX_THREADS,
+        batch_size: int = 64,
+        name: str = MINILM_NAME,
+        dimension: int = MINILM_DIMENSION,
+    ) -> None:
+        """Describe the model; nothing is loaded or exported until the first ``embed``.
+
+        Args:
+            path: The sentence-transformers model folder; the packaged MiniLM when None.
+            cache_dir: Where the exported file is kept; the user's cache folder when None.
+            threads: ONNX Runtime's intra-op threads (``DEFAULT_ONNX_THREADS``).
+            batch_size: Texts per forward pass.
+            name: The name recorded with the vectors (the same as torch's: same vectors).
+            dimension: The model's output dimension.
+
+        Raises:
+            ValueError: ``threads`` is below 1.
+        """
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
+        self._path = path
+        self._cache_dir = cache_dir
+        self._threads = threads
+        self._batch_size = batch_size
+        self._name = name
+        self._dimension = dimension
+        self._lock = threading.Lock()
+        self._session: OnnxSession | None = None
+        self._reference: SentenceTransformerEmbedder | None = None
+        #: Why this embedder runs on torch, when it does (logged once as a warning).
+        self.fallback_reason: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        """The vectors' length."""
+        return self._dimension
+
+    @property
+    def runtime(self) -> Literal["onnx", "torch"] | None:
+        """What embeds: ``onnx``, ``torch`` (the fallback), or None before the first ``embed``."""
+        if self._session is not None:
+            return "onnx"
+        return "torch" if self._reference is not None else None
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts in batches; unit-length vectors.
+
+        Raises:
+            EmbeddingError: Neither runtime can load the model, or it returned vectors of
+                another size.
+        """
+        if not texts:
+            return []
+        session = self._load()
+        if session is None:
+            assert self._reference is not None
+            return self._reference.embed(texts)
+        vectors = session.embed(list(texts), batch_size=self._batch_size)
+        if len(vectors[0]) != self._dimension:
+            raise EmbeddingError(
+                f"{self._name} returned {len(vectors[0])} dimensions, expected {self._dimension}"
+            )
+        return vectors
+
+    def _load(self) -> OnnxSession | None:
+        """The ONNX session, built and loaded on the first call; None once torch took over."""
+        with self._lock:
+            if self._session is None and self._reference is None:
+                model = self._path if self._path is not None else packaged_model_path()
+                try:
+                    self._session = _session(model, self._cache_dir, self._threads)
+                # A documented degradation point: whatever stops the export or the runtime
+                # (a torch without the exporter, a full disk, a runtime that rejects the
+                # file), the reference embeds the same vectors, only slower.
+                except Exception as error:  # noqa: BLE001 - a degradation point, see above
+                    self.fallback_reason = f"{type(error).__name__}: {error}"
+                    logger.warning(
+                        "embedding with torch: MiniLM on ONNX Runtime is not available (%s)",
+                        self.fallback_reason,
+                    )
+                    self._reference = SentenceTransformerEmbedder(
+                        model, name=self._name, dimension=self._dimension
+                    )
+            return self._session
+
+
+def _session(model: Path, cache_dir: Path | None, threads: int | None) -> OnnxSession:
+    """The process's session of ``model``'s ONNX file, exported first if needed."""
+    folder = cache_dir or default_cache_dir()
+    key = (str(model), str(folder), threads)
+    with _sessions_lock:
+        session = _sessions.get(key)
+        if session is None:
+            onnx_file = ensure_onnx_model(model, folder)
+            session = _sessions[key] = OnnxSession(onnx_file, model, threads=threads)
+        return session
