@@ -21,24 +21,29 @@ from memory.cards import (
     rewrite_query,
     time_range_of_query,
 )
+from memory.cards.asking import asks_about_the_past
 from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
-from memory.context.parts import RetrievedMemory, memories_message
+from memory.context.parts import RetrievedMemory, memories_message, quote_memory
 from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
 from memory.settings import CardSettings, SummarySettings
-from memory.validity import current_first
+from memory.validity import current_first, named_current, why_brought
 from retrieval import (
     CardDraft,
     CardIndex,
     CardQuery,
     Embedder,
+    Excerpt,
     HashingEmbedder,
     OnnxEmbedder,
     PrefetchingEmbedder,
     ScoredCard,
+    compose_excerpts,
+    relevant_cards,
+    search_config_for,
 )
 from storage import (
     ArchiveMarks,
@@ -112,7 +117,7 @@ class LongTermMemory(MessageArchiving):
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
         # Queries may be embedded ahead of their search (``prefetch``); batches pass through.
         self._queries = PrefetchingEmbedder(embedder)
-        self.index = CardIndex(store, self._queries)
+        self.index = CardIndex(store, self._queries, config=search_config_for(embedder))
         self._writer = CardWriter(self.index)
         self._on_extraction_event = on_extraction_event
         self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
@@ -232,10 +237,14 @@ class LongTermMemory(MessageArchiving):
         the prompt keeps the user's message. A time the input names (``"last week"``) boosts
         the cards of that time, counted from when the message was stored. Cards all of whose
         sources are in the window are left out: the model sees those messages already.
+
+        The cards found become at most ``k`` memories within ``max_tokens``
+        (``retrieval.compose_excerpts``): below the relevance gate nothing is sent, and
+        overlapping turn cards are merged line by line, so no line is sent twice.
         """
         pins = self.pins(user_id)
         memories = [_memory(card, 1.0) for card in pins]
-        recalled = [RecalledCard(card.id, 1.0, True, card.type) for card in pins]
+        recalled = [RecalledCard(card.id, 1.0, True, card.type, reason="pinned") for card in pins]
         last_user = next(
             (i for i in range(len(window) - 1, -1, -1) if window[i][1].role == "user"), None
         )
@@ -256,9 +265,9 @@ class LongTermMemory(MessageArchiving):
                 user_id,
                 query,
                 CardQuery(
-                    k=self._settings.k + len(pins) + 2 * len(window),
+                    k=self._candidates() + len(pins) + 2 * len(window),
                     during=time_range_of_query(query, stored.created_at),
-                    min_score=self._settings.min_score,
+                    diversify=False,  # overlapping cards are merged line by line below
                 ),
             )
             fresh = [
@@ -268,13 +277,70 @@ class LongTermMemory(MessageArchiving):
                 and not (
                     hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
                 )
-            ][: self._settings.k]
-            fresh = current_first(self.index, user_id, query, fresh, self._settings, pinned)
-            memories += [_memory(hit.card, hit.score) for hit in fresh]
-            recalled += [
-                RecalledCard(hit.card.id, hit.score, False, hit.card.type) for hit in fresh
             ]
+            # Only what passes the relevance gate is weighed, and changed facts are looked up
+            # for those only: the current value of a fact first, stale memories marked and
+            # after it; nothing is cut here: the excerpts stop at k memories or the budget.
+            terms = self.index.terms(query)
+            fresh = relevant_cards(
+                fresh, terms, self.index.config, min_similarity=self._settings.min_score
+            )
+            widened = self._settings.model_copy(update={"k": max(len(fresh), self._settings.k)})
+            searched = {hit.card.id for hit in fresh}
+            fresh = current_first(self.index, user_id, query, fresh, widened, pinned)
+            brought = {hit.card.id for hit in fresh} - searched
+            named = named_current(query, fresh)
+            # A question about the past gets the values that held before on top of k (as
+            # ``current_first`` gives them), in their rank, not after the current ones.
+            past = asks_about_the_past(query)
+            older = sum(1 for h in fresh if h.card.id in brought and h.card.valid_to is not None)
+            excerpts = compose_excerpts(
+                fresh,
+                terms,
+                self.index.config,
+                k=self._settings.k + (older if past else 0),
+                max_tokens=self._settings.max_tokens,
+                count=self._memory_tokens,
+                min_similarity=self._settings.min_score,
+                vouched={h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
+                first=named,
+                stale_last=not past,
+            )
+            memories += [
+                RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
+                for e in excerpts
+            ]
+            recalled += [self._recalled(excerpt) for excerpt in excerpts]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+    def _candidates(self) -> int:
+        """How many cards recall weighs: enough for ``k`` memories of overlapping turn cards,
+        all the recipe allows when a token budget decides where to stop."""
+        most = self.index.config.excerpt_cards
+        return most if self._settings.max_tokens is not None else min(most, 4 * self._settings.k)
+
+    def _memory_tokens(self, text: str) -> int:
+        """The tokens a memory takes in the prompt: its line ``- "..."`` (``memories_message``)."""
+        return self._counter.count_text(f"- {quote_memory(text)}\n")
+
+    def _recalled(self, excerpt: Excerpt) -> RecalledCard:
+        """An excerpt as the report shows it: the score's parts and the reason."""
+        best, gate = excerpt.cards[0], excerpt.gates[0]
+        return RecalledCard(
+            card_id=best.card.id,
+            score=best.score,
+            pinned=False,
+            type=best.card.type,
+            similarity=best.similarity,
+            keyword_score=best.keyword_score,
+            keyword_share=gate.keyword_share,
+            rank=excerpt.ranks[0],
+            line_score=excerpt.line_score,
+            cards=tuple(hit.card.id for hit in excerpt.cards),
+            message_ids=excerpt.message_ids,
+            tokens=self._memory_tokens(excerpt.text),
+            reason=excerpt.reason(),
+        )
 
 
 def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s: float) -> LLMChain:

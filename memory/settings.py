@@ -92,8 +92,13 @@ class CardSettings(BaseModel):
 
     Attributes:
         enabled: recall cards in ``prepare`` and archive messages that leave the window.
-        k: how many cards ``prepare`` recalls (pins come on top).
-        min_score: recalled cards need at least this cosine similarity to the query.
+        k: how many memories ``prepare`` recalls at most (pins come on top); overlapping
+            turn cards are merged into one memory.
+        min_score: the relevance gate: a card below this cosine similarity to the query is
+            recalled only when it holds half of the query's words. ``None``: the value
+            measured for the embedder (``retrieval.search_config_for``: 0.30 for MiniLM).
+        max_tokens: the most tokens the recalled memories take in the prompt (pins aside),
+            or ``None`` for ``k`` alone.
         pin_budget_ratio: pinned cards may take at most this share of the history budget.
         idle_seconds: a session idle this long is treated as ended (by the worker).
         archive_promptly: in background mode, ``record`` queues a ``cards`` job, due
@@ -119,6 +124,7 @@ class CardSettings(BaseModel):
     enabled: bool = True
     k: int = Field(default=4, ge=0)
     min_score: float | None = Field(default=None, ge=-1, le=1)
+    max_tokens: int | None = Field(default=None, gt=0)
     pin_budget_ratio: float = Field(default=0.1, ge=0, le=1)
     idle_seconds: float = Field(default=1_800.0, gt=0)
     archive_promptly: bool = True

@@ -29,7 +29,7 @@ from memory.settings import CardSettings
 from retrieval import CardIndex, CardQuery, ScoredCard
 from storage import Card, CardFilter
 
-__all__ = ["STALE_RANK", "current_first"]
+__all__ = ["STALE_RANK", "current_first", "named_current", "names_property", "why_brought"]
 
 #: A stale memory's score is at most this share of the lowest score of a current memory, so
 #: it is sent (and read) after every current one, and dropped before them by the hard cap.
@@ -86,7 +86,9 @@ def current_first(
     present = {*shown, *_ids(recalled)}
     best = recalled[0].score if recalled else 1.0
     current = [
-        _brought(card, best) for card in currents if _named(card, asked) and card.id not in present
+        _brought(card, best)
+        for card in currents
+        if names_property(card, asked) and card.id not in present
     ]
     present |= _ids(current)
     by_fact = {(c.subject, c.attribute): c for c in currents}
@@ -128,7 +130,23 @@ def _brought(card: Card, score: float) -> ScoredCard:
     return ScoredCard(card=card, score=score, similarity=0.0, keyword_score=0.0)
 
 
-def _named(card: Card, asked: Sequence[str]) -> bool:
+def named_current(query: str, hits: Iterable[ScoredCard]) -> set[int]:
+    """The current cards among ``hits`` of a property the query names ("which company am I
+    with?": the employer): recall sends them first."""
+    asked = attributes_asked(query)
+    if not asked:
+        return set()
+    return {h.card.id for h in hits if h.card.valid_to is None and names_property(h.card, asked)}
+
+
+def why_brought(card: Card) -> str:
+    """Why a card ``current_first`` brought in is recalled, as the report says."""
+    if card.valid_to is not None:
+        return "a value that held before (the question asks about the past)"
+    return "the current value of a fact an older memory holds"
+
+
+def names_property(card: Card, asked: Sequence[str]) -> bool:
     """Whether ``card`` sets a property the question names."""
     attribute = card.attribute or ""
     return card.subject == _ASKER and any(

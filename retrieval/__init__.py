@@ -5,49 +5,60 @@
 
 from retrieval.embedder import Embedder, HashingEmbedder, normalize
 from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalError
+from retrieval.excerpts import Excerpt, Gate, compose_excerpts, relevant_cards
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
 from retrieval.onnx_minilm import OnnxEmbedder
 from retrieval.openai_embedder import OpenAIEmbedder
 from retrieval.prefetch import PrefetchingEmbedder
-from retrieval.search import KEYWORD_WEIGHT, CardDraft, CardIndex, CardQuery, ScoredCard
+from retrieval.recipe import DEFAULT_SEARCH, HASHING_NAME, SearchConfig, search_config_for
+from retrieval.search import CardDraft, CardIndex, CardQuery, ScoredCard
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
     MINILM_NAME,
     SentenceTransformerEmbedder,
 )
 from retrieval.turns import (
-    TURN_CONTEXT_AFTER,
-    TURN_CONTEXT_BEFORE,
+    TurnCardText,
     Utterance,
+    day_label,
+    split_turn_card,
     turn_card_text,
     turn_window,
 )
 
 __all__ = [
     "DEFAULT_RRF_K",
-    "KEYWORD_WEIGHT",
+    "DEFAULT_SEARCH",
+    "HASHING_NAME",
     "MINILM_DIMENSION",
     "MINILM_NAME",
     "STOP_WORDS",
-    "TURN_CONTEXT_AFTER",
-    "TURN_CONTEXT_BEFORE",
     "CardDraft",
     "CardIndex",
     "CardQuery",
     "Embedder",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "Excerpt",
+    "Gate",
     "HashingEmbedder",
     "OnnxEmbedder",
     "OpenAIEmbedder",
     "PrefetchingEmbedder",
     "RetrievalError",
     "ScoredCard",
+    "SearchConfig",
     "SentenceTransformerEmbedder",
+    "TurnCardText",
     "Utterance",
     "analyze",
+    "compose_excerpts",
+    "day_label",
     "normalize",
+    "relevant_cards",
+    "search_config_for",
+    "split_turn_card",
     "term_frequencies",
     "turn_card_text",
     "turn_window",

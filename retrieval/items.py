@@ -2,8 +2,9 @@
 
 The same hybrid ranking as cards (``retrieval.search``): a vector ranking (an item's best
 indexed text by cosine similarity) and a BM25 keyword ranking over ``analyze``'s terms, fused by
-weighted reciprocal rank with the cards' ``KEYWORD_WEIGHT``. BM25's statistics are those of the
-items searched (the namespace prefix and filter chose them), not of a user's whole store.
+weighted reciprocal rank with the cards' keyword weight (``SearchConfig.keyword_weight``).
+BM25's statistics are those of the items searched (the namespace prefix and filter chose them),
+not of a user's whole store.
 """
 
 import math
@@ -14,7 +15,7 @@ from typing import Generic, TypeVar
 from retrieval.embedder import Embedder
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
-from retrieval.search import KEYWORD_WEIGHT
+from retrieval.recipe import DEFAULT_SEARCH
 from storage.cards import BM25_B, BM25_K1
 from storage.item_search import RankableItem
 from storage.items import ItemIndexing, ItemStore
@@ -42,7 +43,7 @@ class ItemIndex:
         store: ItemStore,
         embedder: Embedder,
         *,
-        keyword_weight: float = KEYWORD_WEIGHT,
+        keyword_weight: float = DEFAULT_SEARCH.keyword_weight,
         rrf_k: int = DEFAULT_RRF_K,
     ) -> None:
         """Combine the item store with the embedder of its vectors (the cards' embedder)."""

@@ -13,23 +13,9 @@ from collections import Counter
 
 import snowballstemmer
 
-__all__ = ["STOP_WORDS", "analyze", "term_frequencies"]
+from retrieval.recipe import STOP_WORDS
 
-#: English function words and question words, dropped from cards and queries alike. Short on
-#: purpose: content words such as "time" or "name" stay, since questions turn on them.
-STOP_WORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its
-    itself just me more most my myself no nor not of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    s t d ll m re ve y don didn doesn isn wasn weren aren hasn haven hadn won wouldn shouldn
-    couldn also oh yeah hey hi wow really its it's im i'm
-    """.split()  # noqa: SIM905 (one word list, readable as prose)
-)
+__all__ = ["STOP_WORDS", "analyze", "is_cjk_term", "term_frequencies"]
 
 # A run of letters/digits (with inner apostrophes), or a run of CJK characters.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -67,7 +53,7 @@ def _stem(word: str) -> str:
     return stem
 
 
-def analyze(text: str) -> list[str]:
+def analyze(text: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
     """Split text into search terms, in order, repeats kept.
 
     Latin-script words are lower-cased, stripped of possessive ``'s``, dropped when they are stop
@@ -77,6 +63,7 @@ def analyze(text: str) -> list[str]:
 
     Args:
         text: Any text.
+        stop_words: The words to drop (the search recipe's, ``SearchConfig.stop_words``).
 
     Returns:
         The terms, e.g. ``["caroline", "research", "adopt", "agenc"]``.
@@ -90,21 +77,27 @@ def analyze(text: str) -> list[str]:
         if token.endswith("'s"):
             token = token[:-2]
         token = token.replace("'", "")
-        if token and token not in STOP_WORDS:
+        if token and token not in stop_words:
             words.append(token)
     return [word if _CJK_RUN.match(word) else _stem(word) for word in words]
 
 
-def term_frequencies(text: str) -> dict[str, int]:
+def is_cjk_term(term: str) -> bool:
+    """Whether a search term is CJK text (a character bigram, or a lone character)."""
+    return bool(_CJK_RUN.match(term))
+
+
+def term_frequencies(text: str, stop_words: frozenset[str] = STOP_WORDS) -> dict[str, int]:
     """Count the search terms of a text.
 
     Args:
         text: Any text.
+        stop_words: The words to drop (see ``analyze``).
 
     Returns:
         Each distinct term with how often it occurs.
     """
-    return dict(Counter(analyze(text)))
+    return dict(Counter(analyze(text, stop_words)))
 
 
 def _bigrams(run: str) -> list[str]:

@@ -8,27 +8,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.embedder import Embedder
 from retrieval.errors import EmbedderMismatchError
-from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
+from retrieval.fusion import weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
+from retrieval.recipe import SearchConfig, search_config_for
 from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
 
 __all__ = [
-    "KEYWORD_WEIGHT",
     "NEAR_DUPLICATE_SIMILARITY",
-    "TIME_WEIGHT",
     "CardDraft",
     "CardIndex",
     "CardQuery",
     "ScoredCard",
 ]
 
-#: Weight of the keyword ranking against the vector ranking (1.0) in the fusion; measured on
-#: LoCoMo (BENCHMARKS.md, "Recall on LoCoMo (offline)").
-KEYWORD_WEIGHT = 2.0
-
-#: Weight of the time-window ranking (cards said or happening when the query asks about) in
-#: the fusion; measured on LoCoMo (BENCHMARKS.md, "Time intent: boost, not filter").
-TIME_WEIGHT = 1.0
 #: Cosine similarity (MiniLM) at or above which a new card is the same statement as one the user
 #: has, provided both have the same keyword terms: its sources then merge into that card instead
 #: of a new card. Calibrated by ``python -m benchmarks.dedup`` (BENCHMARKS.md, "Near-duplicate
@@ -37,9 +29,6 @@ TIME_WEIGHT = 1.0
 #: different facts merged, and every rewording with the same words (articles, punctuation,
 #: tense) did down to 0.85.
 NEAR_DUPLICATE_SIMILARITY = 0.85
-
-# How many candidates each ranking contributes before fusion, at least.
-_MIN_CANDIDATES = 100
 
 
 class _Record(BaseModel):
@@ -115,9 +104,7 @@ class CardIndex:
         store: CardStore,
         embedder: Embedder,
         *,
-        keyword_weight: float = KEYWORD_WEIGHT,
-        time_weight: float = TIME_WEIGHT,
-        rrf_k: int = DEFAULT_RRF_K,
+        config: SearchConfig | None = None,
         near_duplicate: float = NEAR_DUPLICATE_SIMILARITY,
     ) -> None:
         """Combine a card store with the embedder its vectors come from.
@@ -125,9 +112,8 @@ class CardIndex:
         Args:
             store: The card store.
             embedder: The embedder; must be the model the store was opened with.
-            keyword_weight: Weight of the keyword ranking in the fusion (the vector one is 1).
-            time_weight: Weight of the time-window ranking (``search``'s ``during``).
-            rrf_k: The reciprocal-rank-fusion constant.
+            config: The search recipe (fusion weights, stop words, the relevance gate);
+                ``None``: the embedder's default (``search_config_for``).
             near_duplicate: The cosine similarity from which a new card merges into an
                 existing one (above 1 turns merging off).
 
@@ -141,15 +127,18 @@ class CardIndex:
             )
         self._store = store
         self._embedder = embedder
-        self._weights = (1.0, keyword_weight)
-        self._time_weight = time_weight
-        self._rrf_k = rrf_k
+        self.config = config or search_config_for(embedder)
+        self._weights = (1.0, self.config.keyword_weight)
         self._near_duplicate = near_duplicate
 
     @property
     def store(self) -> CardStore:
         """The underlying card store."""
         return self._store
+
+    def terms(self, text: str) -> list[str]:
+        """The search terms of ``text`` under this index's recipe (its stop words)."""
+        return analyze(text, self.config.stop_words)
 
     def add(self, user_id: str, drafts: Sequence[CardDraft]) -> list[Card]:
         """Embed, analyse and store cards (one embedding batch for all of them).
@@ -167,7 +156,11 @@ class CardIndex:
             return []
         vectors = self._embedder.embed([draft.text for draft in drafts])
         cards = [
-            NewCard(**draft.model_dump(), embedding=vector, terms=term_frequencies(draft.text))
+            NewCard(
+                **draft.model_dump(),
+                embedding=vector,
+                terms=term_frequencies(draft.text, self.config.stop_words),
+            )
             for draft, vector in zip(drafts, vectors, strict=True)
         ]
         # Each draft's group leader: itself, an earlier near-duplicate draft, or a stored card.
@@ -226,7 +219,7 @@ class CardIndex:
         # Same words (stems, CJK bigrams) too: a changed value ("34" -> "35", 茶 -> 咖啡) can
         # sit as close as a rewording in MiniLM, but it changes the terms.
         for stored in self._store.get_many(user_id, close):
-            if term_frequencies(stored.text).keys() == card.terms.keys():
+            if term_frequencies(stored.text, self.config.stop_words).keys() == card.terms.keys():
                 return stored.id
         return None
 
@@ -255,11 +248,12 @@ class CardIndex:
         # The vector is asked for only when the store needs it: a prefetching embedder may
         # still be embedding the query while the store's statement runs.
         found = self._store.candidates(
-            user_id, lambda: self._embedder.embed([query])[0], analyze(query),
-            limit=max(_MIN_CANDIDATES, 5 * k), where=where, during=during,
+            user_id, lambda: self._embedder.embed([query])[0], self.terms(query),
+            limit=max(self.config.candidates, 5 * k), where=where, during=during,
         )  # fmt: skip
         rankings = [[m.card_id for m in found.dense], [m.card_id for m in found.keyword]]
-        fused = weighted_rrf(rankings, self._weights, k=self._rrf_k)
+        rrf_k = self.config.rrf_k
+        fused = weighted_rrf(rankings, self._weights, k=rrf_k)
         if during is not None and found.timed:
             # The window's cards in the order the query ranks them (then the window's other
             # near cards): a boost that keeps relevance first among the cards of that time,
@@ -268,11 +262,11 @@ class CardIndex:
             in_window = [card_id for card_id, _ in fused if card_id in timed]
             in_window += [m.card_id for m in found.timed if m.card_id not in set(in_window)]
             fused = weighted_rrf(
-                [*rankings, in_window], [*self._weights, self._time_weight], k=self._rrf_k
+                [*rankings, in_window], [*self._weights, self.config.time_weight], k=rrf_k
             )
         # Scores are scaled so that first in the vector and keyword rankings is 1, with or
         # without a time window: a score means the same whatever the query said about time.
-        best = sum(self._weights) / (self._rrf_k + 1)
+        best = sum(self._weights) / (rrf_k + 1)
         ranked = [
             (card_id, min(1.0, score / best))
             for card_id, score in fused

@@ -13,13 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from memory.context.cut import preview
-from memory.context.report import ContextReport
+from memory.context.report import ContextReport, RecalledCard
 from retrieval import ScoredCard
 from storage import Card, SummaryRecord
 
 __all__ = [
     "card_state",
     "cards_table",
+    "recalled_line",
     "report_view",
     "search_table",
     "summary_view",
@@ -69,12 +70,10 @@ def report_view(report: ContextReport, which: str = "Next request") -> Renderabl
         table.add_row(layer, f"{count:,}", escape(note))
     parts: list[RenderableType] = [table]
     if recall is not None and recall.cards:
-        recalled = ", ".join(
-            f"#{card.card_id} {card.type}" + (" (pin)" if card.pinned else f" {card.score:.2f}")
-            for card in recall.cards
-        )
         query = f" for {recall.query!r}" if recall.query else ""
-        parts.append(Text(f"recalled{query}: {recalled}"))
+        parts.append(Text(f"recalled{query}:"))
+        for card in recall.cards:
+            parts.append(Text(f"  {recalled_line(card)}"))
     for drop in report.dropped:
         parts.append(
             Text(f"dropped ({drop.layer}): {drop.detail}, {drop.tokens:,} tokens: {drop.reason}")
@@ -89,6 +88,16 @@ def report_view(report: ContextReport, which: str = "Next request") -> Renderabl
     if not report.dropped:
         parts.append(Text("nothing dropped"))
     return Group(*parts)
+
+
+def recalled_line(card: RecalledCard) -> str:
+    """One recalled memory: its card(s), score, tokens and why it was chosen."""
+    ids = ", ".join(f"#{i}" for i in card.cards) if len(card.cards) > 1 else f"#{card.card_id}"
+    if card.pinned:
+        return f"{ids} {card.type} (pin)"
+    tokens = f", {card.tokens} tokens" if card.tokens is not None else ""
+    why = f": {card.reason}" if card.reason else ""
+    return f"{ids} {card.type} score {card.score:.2f}{tokens}{why}"
 
 
 def summary_view(summary: SummaryRecord | None) -> RenderableType:

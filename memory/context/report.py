@@ -122,19 +122,42 @@ class InterruptedCall:
 
 @dataclass(frozen=True, slots=True)
 class RecalledCard:
-    """A card recalled into the context.
+    """A memory recalled into the context, with its score's parts and why it was chosen.
+
+    A memory is a pin, one card, or the lines of several overlapping turn cards merged into
+    one excerpt (consecutive lines of a conversation, each sent once); ``card_id`` is then
+    its best-ranked card and ``cards`` all of them.
 
     Attributes:
-        card_id: the card's id in the card store.
-        score: its fused search score (1.0 for a pin).
+        card_id: the (best) card's id in the card store.
+        score: its fused search score (1.0 for a pin): 1 means first in both rankings.
         pinned: whether it is a pin (always sent, first).
         type: the card's type (``turn``, ``fact``, ...).
+        similarity: the cosine similarity of the card to the query (``None`` for a pin).
+        keyword_score: the card's BM25 score for the query's terms (0 when none matched).
+        keyword_share: the share of the query's search terms the card holds.
+        rank: the card's place among the search's candidates (1 is the best).
+        line_score: the score of the memory's best line (``retrieval.SearchConfig``).
+        cards: every card whose lines the memory holds, best ranked first.
+        message_ids: the stored messages whose lines the memory holds, in order.
+        tokens: the tokens the memory takes in the prompt.
+        reason: why it was chosen, in words: ``rank 1: cosine 0.52 >= 0.30, 67% of the
+            query's words``, ``pinned``.
     """
 
     card_id: int
     score: float
     pinned: bool
     type: str
+    similarity: float | None = None
+    keyword_score: float | None = None
+    keyword_share: float | None = None
+    rank: int | None = None
+    line_score: float | None = None
+    cards: tuple[int, ...] = ()
+    message_ids: tuple[int, ...] = ()
+    tokens: int | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,10 @@ def make_memory(recall_database: Database) -> Callable[..., Memory]:
     """A ``Memory`` in inline mode with the hashing embedder, with the chat model given."""
 
     def make(base_url: str | None = None, **settings: Any) -> Memory:
-        values = {"summary": {"mode": "inline", "debounce_seconds": 0}, **settings}
+        # No relevance gate: these tests are about which query is searched, and the hashing
+        # fake's cosine is no measure of relevance (the gate has tests of its own).
+        cards = {"min_score": -1.0, **settings.pop("cards", {})}
+        values = {"summary": {"mode": "inline", "debounce_seconds": 0}, "cards": cards, **settings}
         chat = OpenAIChatModel(base_url=base_url, api_key="test") if base_url else None
         return Memory(
             recall_database,

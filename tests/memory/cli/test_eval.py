@@ -13,6 +13,8 @@ import pytest
 import memory.cli.eval as eval_cli
 from memory import Memory, Settings
 from memory.cli import main
+from memory.cli.eval_locomo import memory_tokens
+from memory.context.tokens import TiktokenCounter
 from memory.evaluation import (
     Conversation,
     LocomoFormatError,
@@ -155,7 +157,13 @@ def test_turn_cards_through_the_public_api_hold_each_turn_with_its_neighbours(
     conversation = parse_conversation(locomo_sample(f"c-{uuid.uuid4()}"))
     settings = Settings(summary={"mode": "background", "debounce_seconds": 0})
     memory = Memory(database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
-    eval_cli.MemoryBackend(memory).ingest(conversation)
+    recaller = Memory(
+        database,
+        Settings(cards={"k": 50, "max_tokens": 40}),
+        embedder=HashingEmbedder(name=MINILM_NAME),
+    )
+    backend = eval_cli.MemoryBackend(memory, {40: recaller})
+    backend.ingest(conversation)
 
     store = memory._parts.longterm.store  # type: ignore[union-attr]
     user_id = eval_cli.user_id_of(conversation)
@@ -174,8 +182,17 @@ def test_turn_cards_through_the_public_api_hold_each_turn_with_its_neighbours(
     assert extracted and all(
         set(c.source_client_ids) <= {"D1:1", "D1:3", "D2:1", "D2:3"} for c in extracted
     )
-    hits = eval_cli.MemoryBackend(memory).recall(user_id, "Biscuit puppy", 2)
-    assert "D1:1" in hits[0].sources
+    # The memories of the prompt, as prepare sends them at a budget of 40 tokens: their
+    # sources are the dialog ids of the lines they hold, and they fit the budget.
+    dialog_ids = backend.dialog_ids(conversation)
+    assert sorted(dialog_ids.values())[:2] == ["D1:1", "D1:2"]
+    recalled = backend.recall(user_id, "Biscuit puppy", 40, dialog_ids)
+    assert recalled and "D1:1" in recalled[0].sources
+    assert "Biscuit" in recalled[0].text
+    count = memory_tokens(TiktokenCounter())
+    assert sum(count(r.text) for r in recalled) <= 40
+    cards = backend.search(user_id, "Biscuit puppy", 2)
+    assert "D1:1" in cards[0].sources
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"qa": []}', '[{"qa": []}]'])
@@ -240,44 +257,59 @@ def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("hashing_embedder")
-def test_eval_locomo_ingests_searches_and_reports(
+def test_eval_locomo_reports_recall_at_token_budgets_beside_turn_baselines(
     locomo_file: Path,
     fresh_data_dir: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("COLUMNS", "200")
     out_json = tmp_path / "all.json"
+    cache = tmp_path / "vectors.pkl"
     args = ["eval", "locomo", "--data", str(locomo_file), "--data-dir", str(fresh_data_dir)]
-    assert main([*args, "--json", str(out_json)]) == 0
+    options = ["--budgets", "40,400", "--split", "c1", "--embedding-cache", str(cache)]
+    assert main([*args, *options, "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
     report = json.loads(out_json.read_text(encoding="utf-8"))
-    # k=10 is more than the 8 cards of a user: every evidence id is recalled.
-    assert (report["k"], report["conversations"], report["turns"]) == (10, 2, 16)
+    assert (report["k"], report["budgets"], report["conversations"]) == (10, [40, 400], 2)
     assert (report["evidence_ids_malformed"], report["evidence_ids_missing"]) == (2, 2)
-    assert list(report["categories"]) == ["multi-hop", "temporal", "open-domain", "single-hop"]
-    assert all(row["questions"] == 2 for row in report["categories"].values())
-    overall = report["overall"]
-    assert (overall["questions"], overall["recall"]) == (8, 1.0)
-    assert 0 < overall["mrr"] <= 1
-    # Overlapping cards repeat their neighbours: recalling nearly all of them is more text
-    # than the conversation itself.
-    assert overall["token_share"] > 1
-    assert "LoCoMo: 2 conversations, 16 turns, k=10" in out
-    assert "recall@10" in out
+    groups = report["groups"]
+    assert {name: group["conversations"] for name, group in groups.items()} == {
+        "all": ["c1", "c2"],
+        "tuned on": ["c1"],
+        "held out": ["c2"],
+    }
+    methods = groups["all"]["methods"]
+    assert list(methods) == [
+        "stratamem",
+        "search cards",
+        "BM25 turns",
+        "MiniLM turns",
+        "BM25+MiniLM turns",
+    ]
+    mine = methods["stratamem"]
+    assert list(mine) == ["multi-hop", "temporal", "open-domain", "single-hop", "overall"]
+    overall = mine["overall"]
+    assert overall["questions"] == 8
+    # Each question shares a rare word with its evidence: at 400 tokens all is recalled, and
+    # every budget is kept; no line is ever sent twice.
+    assert overall["recall"]["400"] == 1.0
+    assert overall["recall"]["40"] <= overall["recall"]["400"]
+    assert overall["tokens"]["40"] <= 40 and 40 < overall["tokens"]["400"] <= 400
+    assert overall["repeated"] == {"40": 0.0, "400": 0.0, "k": 0.0}
+    # The search's cards as they are overlap: their lines repeat.
+    assert methods["search cards"]["overall"]["repeated"]["400"] > 0
+    # Single turns ranked by BM25 miss "My sister works as a pilot now." for "What does
+    # Marta do?" (the turn does not name her): 7 of 8 evidence sets, and within budget.
+    bm25 = methods["BM25 turns"]["overall"]
+    assert bm25["recall"]["400"] == 0.875 and bm25["tokens"]["400"] <= 400
+    assert "LoCoMo, tuned on: c1" in out and "LoCoMo, held out: c2" in out
+    table = [line.split() for line in out.splitlines() if line.strip()]
+    assert ["stratamem", "40"] in [row[:2] for row in table]
     assert "evidence ids skipped: 2 malformed, 2 pointing at no turn" in out
-    table = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    assert table["overall"][:3] == ["8", "1.000", f"{overall['mrr']:.3f}"]
-
-    # Each question shares a rare word with its evidence only: the first card holds it.
-    out_json = tmp_path / "one.json"
-    assert main([*args, "--k", "1", "--limit", "1", "--json", str(out_json)]) == 0
-    report = json.loads(out_json.read_text(encoding="utf-8"))
-    assert (report["conversations"], report["overall"]["questions"]) == (1, 4)
-    assert report["overall"]["recall"] == report["overall"]["mrr"] == 1.0
-    assert 0 < report["overall"]["token_share"] < 1
-    assert "recall@1" in capsys.readouterr().out
+    # The vectors are kept for the next run.
+    assert cache.stat().st_size > 0
 
 
 def test_a_missing_data_file_exits_2_with_one_line(
@@ -299,3 +331,13 @@ def test_a_bad_k_is_a_usage_error(
         main(["eval", "locomo", "--data", str(locomo_file), "--k", value])
     assert caught.value.code == 2
     assert "argument --k" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "ten", ","])
+def test_bad_budgets_are_a_usage_error(
+    locomo_file: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["eval", "locomo", "--data", str(locomo_file), "--budgets", value])
+    assert caught.value.code == 2
+    assert "argument --budgets" in capsys.readouterr().err

@@ -1,0 +1,195 @@
+"""The walk that turns ranked lines into excerpts (``retrieval.excerpts``).
+
+Lines are taken best first. A line next to one already taken joins its excerpt (consecutive
+lines of one conversation are one memory), through lines left out as repeats; a line said
+word for word already is left out; a bare question or boilerplate never opens a memory and
+waits until a line next to it is taken; the walk ends at the first line that would open
+memory ``k + 1`` or would not fit the token budget.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+__all__ = ["Line", "day_text", "render", "walk", "words_of"]
+
+
+@dataclass
+class Line:
+    """A line of the candidates: text, sources, and the best score any card gave it.
+
+    Attributes:
+        key: ``("message", id)`` for a line of a turn card, ``("card", id)`` for a whole card.
+        text: What the prompt shows (``Speaker: text``, or a whole card with its day).
+        terms: Its search terms.
+        day: The day label of the turn card it came from.
+        message_ids: Its source messages.
+        turn: Whether it is a line of a turn card.
+        score: The best score a card gave it.
+        card: The position of that card among the candidates.
+        opens: Whether it may open a memory.
+        whole_turn: A turn card that could not be split (sent whole, once).
+        until: The end of its validity when the card that gave its score holds a value that
+            no longer holds (``memory.validity``); the excerpt shows it first.
+        neighbours: The lines next to it in the conversation.
+    """
+
+    key: tuple[str, int]
+    text: str
+    terms: set[str]
+    day: str | None
+    message_ids: tuple[int, ...]
+    turn: bool
+    score: float = -math.inf
+    card: int = -1  # position of the candidate that gave the score
+    opens: bool = True
+    whole_turn: bool = False
+    until: datetime | None = None
+    neighbours: set[tuple[str, int]] = field(default_factory=set)
+
+
+def walk(
+    order: list[Line],
+    *,
+    k: int,
+    max_tokens: int | None,
+    count: Callable[[str], int],
+) -> list[list[Line]]:
+    """Take lines best first into excerpts until ``k`` excerpts or the budget (see module).
+
+    A line that may not open a memory waits: it is taken as soon as a line next to it is.
+
+    Returns:
+        The excerpts' lines, in the order the excerpts were opened.
+    """
+    state = _Walk(order, k=k, max_tokens=max_tokens, count=count)
+    waiting: list[Line] = []
+    for line in order:
+        taken = state.offer(line)
+        if taken is None:
+            break
+        if not taken:
+            if not line.opens:
+                waiting.append(line)
+            continue
+        while waiting:  # a line taken may let waiting ones join it, and those others
+            joined = [(w, state.offer(w)) for w in list(waiting) if state.touches(w)]
+            if any(result is None for _, result in joined):
+                return state.excerpts()
+            if not joined:
+                break
+            offered = {w.key for w, _ in joined}
+            waiting = [w for w in waiting if w.key not in offered]
+    return state.excerpts()
+
+
+class _Walk:
+    """The excerpts being built, line by line (``_walk``)."""
+
+    def __init__(
+        self,
+        order: list[Line],
+        *,
+        k: int,
+        max_tokens: int | None,
+        count: Callable[[str], int],
+    ) -> None:
+        self.k, self.max_tokens, self.count = k, max_tokens, count
+        self.groups: list[list[Line]] = []  # each excerpt's lines; emptied when merged
+        self.tokens: list[int] = []
+        self.group_of: dict[tuple[str, int], int] = {}
+        self.known = {line.key: line for line in order}
+        self.sent_words: set[str] = set()
+        self.covered: set[int] = set()
+
+    def touching(self, line: Line) -> list[int]:
+        """The excerpts next to ``line`` (through lines left out as repeats)."""
+        reached = _reach(line, self.known, self.sent_words)
+        return sorted({self.group_of[key] for key in reached if key in self.group_of})
+
+    def touches(self, line: Line) -> bool:
+        """Whether ``line`` is next to an excerpt taken."""
+        return bool(self.touching(line))
+
+    def offer(self, line: Line) -> bool | None:
+        """Take ``line`` if it may be: ``True`` taken, ``False`` left out, ``None`` the end
+        (it would open memory ``k + 1`` or not fit the budget)."""
+        words = words_of(line.text)
+        touching = self.touching(line)
+        if line.turn and words in self.sent_words:
+            # Never twice in one prompt; the passages either side of it are still one.
+            if len(touching) > 1:
+                merged = [member for g in touching for member in self.groups[g]]
+                self._join(touching, merged, self.count(render(merged)))
+            return False
+        if line.whole_turn and set(line.message_ids) <= self.covered:
+            return False  # a turn card that could not be split, whose lines are all sent
+        if not touching and not line.opens:
+            return False  # a bare question or boilerplate is context, never a memory alone
+        if not touching and sum(1 for g in self.groups if g) == self.k:
+            return None
+        merged = [member for g in touching for member in self.groups[g]] + [line]
+        cost = self.count(render(merged))
+        others = sum(self.tokens) - sum(self.tokens[g] for g in touching)
+        if self.max_tokens is not None and others + cost > self.max_tokens:
+            return None
+        if not touching:
+            touching = [len(self.groups)]
+            self.groups.append([])
+            self.tokens.append(0)
+        self._join(touching, merged, cost)
+        self.sent_words.add(words)
+        self.covered.update(line.message_ids)
+        return True
+
+    def _join(self, touching: list[int], merged: list[Line], cost: int) -> None:
+        """Make the excerpts ``touching`` one (the first of them), holding ``merged``."""
+        target = touching[0]
+        for g in touching[1:]:
+            self.groups[g], self.tokens[g] = [], 0
+        self.groups[target], self.tokens[target] = merged, cost
+        for member in merged:
+            self.group_of[member.key] = target
+
+    def excerpts(self) -> list[list[Line]]:
+        """The excerpts taken (their lines), in the order they were opened."""
+        return [group for group in self.groups if group]
+
+
+def _reach(
+    line: Line, known: dict[tuple[str, int], Line], sent_words: set[str]
+) -> set[tuple[str, int]]:
+    """The lines next to ``line``, looking through lines that repeat words sent already:
+    they are left out, yet the lines either side of them are one passage."""
+    reached, frontier = set(line.neighbours), list(line.neighbours)
+    while frontier:
+        neighbour = known.get(frontier.pop())
+        if neighbour is not None and neighbour.turn and words_of(neighbour.text) in sent_words:
+            for key in neighbour.neighbours - reached - {line.key}:
+                reached.add(key)
+                frontier.append(key)
+    return reached
+
+
+def render(lines: Sequence[Line]) -> str:
+    """An excerpt's text: its lines in conversation order, the first one's day first, and
+    before it the end of the validity of a stale line among them (``[until 4 April 2025]``)."""
+    ordered = sorted(lines, key=lambda line: line.key)
+    body = "\n".join(line.text for line in ordered)
+    day = next((line.day for line in ordered if line.day), None)
+    text = f"{day} {body}" if day else body
+    stale = [line.until for line in ordered if line.turn and line.until is not None]
+    until = min(stale, default=None)  # a whole card shows its own validity in its text
+    return f"[until {day_text(until)}] {text}" if until is not None else text
+
+
+def day_text(moment: datetime) -> str:
+    """``4 April 2025``, as memories show a day."""
+    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
+
+
+def words_of(text: str) -> str:
+    """A line as compared for repeats: what was said, whoever said it, spacing and case aside."""
+    said = text.split(": ", 1)[-1]
+    return " ".join(said.split()).casefold()

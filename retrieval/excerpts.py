@@ -1,0 +1,354 @@
+"""Recalled cards as the memories of a prompt: gated, taken apart into lines, merged, budgeted.
+
+Turn cards overlap (each holds a message and its neighbours), so the best cards of a search
+often share lines: sent as they are, the same line reached the prompt two or three times.
+``compose_excerpts`` sends each line once:
+
+1. **The gate.** A card is a candidate only when its cosine similarity to the query reaches
+   the recipe's ``min_similarity`` or it holds ``min_keyword_share`` of the query's search
+   terms; when nothing passes, nothing is sent.
+2. **Lines.** A turn card is taken apart into its lines (one per source message). Each line
+   gets a score from the best-ranked card holding it (``SearchConfig.line_*``): the card's
+   rank, where the line sits against the card's best line (the one holding most query terms),
+   whether it asks instead of telling (or repeats word for word what was said elsewhere:
+   boilerplate), and the share of the query's terms it holds. Any other card is one line.
+3. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
+   value that no longer holds, ``memory.validity``) after every other, its excerpt marked
+   ``[until 4 April 2025]``; a line next to one already taken joins its
+   excerpt (consecutive lines of one conversation are one memory, dated once), a line said
+   word for word already is left out, and the walk stops at the first line that would start
+   memory ``k + 1`` or would not fit the token budget.
+
+Pure: no database, no model; the caller passes the token count of a memory as its prompt
+carries it.
+"""
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from retrieval.excerpt_walk import Line, day_text, render, walk, words_of
+from retrieval.keywords import analyze, is_cjk_term
+from retrieval.recipe import SearchConfig
+from retrieval.search import ScoredCard
+from retrieval.turns import day_label, split_turn_card
+
+__all__ = ["Excerpt", "Gate", "compose_excerpts", "relevant_cards"]
+
+# The end of a sentence: its mark(s), then a space or the end; a full-width CJK mark anywhere.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+")
+
+
+class Gate(BaseModel):
+    """How a card passed the relevance gate.
+
+    Attributes:
+        similarity: The card's cosine similarity to the query.
+        min_similarity: The gate's similarity (``None``: no gate).
+        keyword_share: The share of the query's search terms the card holds.
+        min_keyword_share: The gate's keyword share.
+        vouched: Why the caller vouches for the card (it then passes), or ``""``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    similarity: float
+    min_similarity: float | None
+    keyword_share: float
+    min_keyword_share: float
+    vouched: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the card may be recalled."""
+        return (
+            bool(self.vouched)
+            or self.min_similarity is None
+            or self.similarity >= self.min_similarity
+            or self.keyword_share >= self.min_keyword_share
+        )
+
+    def describe(self) -> str:
+        """Why the card passed (or not), in words: ``cosine 0.52 >= 0.30``."""
+        cosine = f"cosine {self.similarity:.2f}"
+        words = f"{self.keyword_share:.0%} of the query's words"
+        if self.vouched:
+            return self.vouched
+        if self.min_similarity is None:
+            return f"{cosine}, {words} (no gate for this embedder or language)"
+        if self.similarity >= self.min_similarity:
+            return f"{cosine} >= {self.min_similarity:.2f}, {words}"
+        if self.keyword_share >= self.min_keyword_share:
+            return f"{words} >= {self.min_keyword_share:.0%} ({cosine})"
+        return f"{cosine} < {self.min_similarity:.2f} and {words}"
+
+
+class Excerpt(BaseModel):
+    """One memory for the prompt: consecutive lines of one conversation, or one other card.
+
+    Attributes:
+        text: The memory as the prompt shows it, its day first.
+        cards: The cards its lines came from, best ranked first.
+        ranks: Each card's rank among the search's candidates (1 is the best).
+        gates: How each card passed the relevance gate.
+        message_ids: The stored messages whose lines it holds, in order (for a card that
+            cannot be taken apart, all of its sources).
+        line_score: The score of its best line (``SearchConfig.line_*``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    cards: tuple[ScoredCard, ...]
+    ranks: tuple[int, ...]
+    gates: tuple[Gate, ...]
+    message_ids: tuple[int, ...]
+    line_score: float
+
+    @property
+    def score(self) -> float:
+        """The fused search score of its best card."""
+        return self.cards[0].score
+
+    def reason(self) -> str:
+        """Why it was chosen, in words: its best card's rank and gate, and what merged."""
+        first = f"rank {self.ranks[0]}: {self.gates[0].describe()}"
+        if len(self.cards) == 1:
+            return first
+        others = ", ".join(f"#{rank}" for rank in self.ranks[1:])
+        return f"{first}; merged with the lines of {others}"
+
+
+def compose_excerpts(
+    hits: Sequence[ScoredCard],
+    query_terms: Sequence[str],
+    config: SearchConfig,
+    *,
+    k: int,
+    max_tokens: int | None,
+    count: Callable[[str], int],
+    min_similarity: float | None = None,
+    vouched: Mapping[int, str] | None = None,
+    first: Collection[int] = (),
+    stale_last: bool = True,
+) -> list[Excerpt]:
+    """The memories of a request, best first (see the module's docstring).
+
+    Args:
+        hits: The search's cards in rank order (pins and cards to leave out removed).
+        query_terms: The query's search terms (``CardIndex.terms``).
+        config: The recipe: the gate, the line weights, how many cards to weigh.
+        k: The most memories.
+        max_tokens: The most tokens the memories may take together, or ``None``.
+        count: The tokens one memory takes in the prompt, given its text.
+        min_similarity: The gate's similarity if not the recipe's (a user's setting).
+        vouched: Cards that pass the gate whatever their scores, with why: the caller brought
+            them in (the current value of a fact a recalled memory holds an old value of).
+        first: Cards that pass the gate and come first: the current card of a property the
+            question names ("which company am I with?": the employer).
+        stale_last: Send the lines of stale cards after every other (not for a question
+            about the past, which asks for them).
+
+    Returns:
+        At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
+    """
+    if k <= 0:
+        return []
+    wanted = set(query_terms)
+    threshold = _threshold(wanted, config, min_similarity)
+    candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
+    lines: dict[tuple[str, int], Line] = {}
+    for hit in hits:
+        why = (vouched or {}).get(hit.card.id, "")
+        if hit.card.id in first:
+            why = "the current value of a property the question names"
+        gate = _gate(hit, wanted, threshold, config, vouched=why)
+        if gate.passed:
+            candidates.append((hit, gate, _lines_of(hit, lines, config)))
+            if len(candidates) == config.excerpt_cards:
+                break
+    said: dict[str, set[tuple[str, int]]] = {}
+    for _, _, parts in candidates:
+        for line in parts:
+            said.setdefault(words_of(line.text), set()).add(line.key)
+    asked = set(first)
+    for position, (hit, _, parts) in enumerate(candidates):
+        # What the question asks for (a property it names) is scored as the best card.
+        rank = 0 if hit.card.id in asked else position
+        _score_lines(position, rank, parts, wanted, said, config, hit.card.valid_to)
+    firsts = {key for hit, _, parts in candidates if hit.card.id in asked for key in _keys(parts)}
+    # What the question names comes first; what no longer holds after everything that does.
+    order = sorted(
+        {line.key: line for _, _, parts in candidates for line in parts}.values(),
+        key=lambda line: (
+            line.key not in firsts,
+            stale_last and line.until is not None,
+            -line.score,
+            line.card,
+        ),
+    )
+    groups = walk(order, k=k, max_tokens=max_tokens, count=count)
+    return [_excerpt(group, candidates) for group in groups]
+
+
+def relevant_cards(
+    hits: Sequence[ScoredCard],
+    query_terms: Sequence[str],
+    config: SearchConfig,
+    *,
+    min_similarity: float | None = None,
+) -> list[ScoredCard]:
+    """The cards that pass the relevance gate (see the module's docstring), in order."""
+    wanted = set(query_terms)
+    threshold = _threshold(wanted, config, min_similarity)
+    return [hit for hit in hits if _gate(hit, wanted, threshold, config, vouched="").passed]
+
+
+def _threshold(
+    wanted: set[str], config: SearchConfig, min_similarity: float | None
+) -> float | None:
+    if any(is_cjk_term(term) for term in wanted):
+        # The gate was measured on English questions; on CJK text the similarities of both
+        # embedders (the hashing fake sees no CJK word at all) are a scale nobody measured.
+        return None
+    return config.min_similarity if min_similarity is None else min_similarity
+
+
+def _gate(
+    hit: ScoredCard,
+    wanted: set[str],
+    threshold: float | None,
+    config: SearchConfig,
+    *,
+    vouched: str,
+) -> Gate:
+    held = _terms(hit.card.text, config)
+    return Gate(
+        similarity=hit.similarity,
+        min_similarity=threshold,
+        keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
+        min_keyword_share=config.min_keyword_share,
+        vouched=vouched,
+    )
+
+
+def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:
+    return [line.key for line in parts]
+
+
+def _lines_of(
+    hit: ScoredCard, known: dict[tuple[str, int], Line], config: SearchConfig
+) -> list[Line]:
+    """A card's lines (shared with the other cards holding them), or the card as one line."""
+    card = hit.card
+    when = card.occurred_at or card.observed_at
+    split = (
+        split_turn_card(card.text, len(card.source_message_ids))
+        if card.type == "turn" and card.source_message_ids
+        else None
+    )
+    until = f"until {day_text(card.valid_to)}" if card.valid_to is not None else None
+    if split is None:
+        text = card.text
+        if card.type != "turn":
+            text = (
+                f"[{day_text(when)}, {until}] {text}"
+                if until
+                else f"{day_label(when.date())} {text}"
+            )
+        elif until:
+            text = f"[{until}] {text}"
+        key = ("card", card.id)
+        if key not in known:
+            terms = _terms(card.text, config)
+            sources = tuple(card.source_message_ids)
+            known[key] = Line(
+                key,
+                text,
+                terms,
+                None,
+                sources,
+                False,
+                whole_turn=card.type == "turn",
+                until=card.valid_to,  # shown in its text already
+            )
+        return [known[key]]
+    parts = []
+    for message_id, text in zip(card.source_message_ids, split.lines, strict=True):
+        key = ("message", message_id)
+        if key not in known:
+            terms = _terms(text, config)
+            known[key] = Line(key, text, terms, split.day, (message_id,), True)
+        parts.append(known[key])
+    for before, after in itertools.pairwise(parts):
+        before.neighbours.add(after.key)
+        after.neighbours.add(before.key)
+    return parts
+
+
+def _score_lines(
+    position: int,
+    rank: int,
+    parts: list[Line],
+    wanted: set[str],
+    said: dict[str, set[tuple[str, int]]],
+    config: SearchConfig,
+    valid_to: datetime | None,
+) -> None:
+    """Give each line of the candidate at ``position`` (ranked ``rank``) its score, if better
+    (and, from a stale card, until when what it says held: ``valid_to``)."""
+    coverage = [len(line.terms & wanted) / len(wanted) if wanted else 0.0 for line in parts]
+    top = max(coverage)
+    middle = len(parts) // 2
+    best = middle if coverage[middle] == top else coverage.index(top)
+    for index, line in enumerate(parts):
+        offset = abs(index - best)
+        placed = {0: 0.0, 1: config.line_after if index > best else config.line_before}
+        repeated = len(said[words_of(line.text)]) > 1
+        asks = line.turn and (_asks(line.text) or repeated)
+        line.opens = not (line.turn and (repeated or _bare_question(line.text)))
+        score = (
+            config.line_rank * math.log1p(rank)
+            + placed.get(offset, config.line_farther)
+            + (config.line_question if asks else 0.0)
+            + config.line_coverage * coverage[index]
+        )
+        if score > line.score:
+            line.score, line.card = score, position
+            if line.turn:
+                line.until = valid_to
+
+
+def _excerpt(
+    lines: Sequence[Line], candidates: list[tuple[ScoredCard, Gate, list[Line]]]
+) -> Excerpt:
+    positions = sorted({line.card for line in lines})
+    return Excerpt(
+        text=render(lines),
+        cards=tuple(candidates[p][0] for p in positions),
+        ranks=tuple(p + 1 for p in positions),
+        gates=tuple(candidates[p][1] for p in positions),
+        message_ids=tuple(
+            m for line in sorted(lines, key=lambda line: line.key) for m in line.message_ids
+        ),
+        line_score=max(line.score for line in lines),
+    )
+
+
+def _terms(text: str, config: SearchConfig) -> set[str]:
+    return set(analyze(text, config.stop_words))
+
+
+def _bare_question(text: str) -> bool:
+    """Whether a line is a question and nothing else (one sentence, ending with ``?``)."""
+    said = text.split(": ", 1)[-1]
+    return _asks(said) and len(_SENTENCE_END.findall(said.rstrip())) == 1
+
+
+def _asks(text: str) -> bool:
+    """Whether a line asks rather than tells: it ends with a question mark."""
+    return text.rstrip().endswith(("?", "\uff1f"))  # and the full-width one of CJK text

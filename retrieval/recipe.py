@@ -1,0 +1,123 @@
+"""``SearchConfig``: every tuned parameter of card search and recall, as one named recipe.
+
+The numbers were chosen by measuring, not by taste, and on which data matters as much as the
+numbers: they were tuned on three LoCoMo conversations (``conv-26``, ``conv-30``, ``conv-41``
+of the development file) and checked on the two others (``conv-42``, ``conv-43``), which no
+parameter was chosen on (BENCHMARKS.md, "Recall at equal token budgets"). The relevance
+thresholds were measured on the same three conversations, with their questions asked of
+another conversation's user as the "nothing relevant stored" case, and on the
+knowledge-update development users. A recipe is frozen; ``model_copy(update=...)`` makes a
+variant.
+"""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from retrieval.embedder import Embedder, HashingEmbedder
+from retrieval.sentence_transformer import MINILM_NAME
+
+__all__ = [
+    "DEFAULT_SEARCH",
+    "HASHING_MIN_SIMILARITY",
+    "HASHING_NAME",
+    "MINILM_MIN_SIMILARITY",
+    "STOP_WORDS",
+    "SearchConfig",
+    "search_config_for",
+]
+
+#: The name ``HashingEmbedder`` records by default.
+HASHING_NAME = "hashing-bag-of-words"
+
+#: English function words and question words, dropped from cards and queries alike. Short on
+#: purpose: content words such as "time" or "name" stay, since questions turn on them.
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t d ll m re ve y don didn doesn isn wasn weren aren hasn haven hadn won wouldn shouldn
+    couldn also oh yeah hey hi wow really its it's im i'm
+    """.split()  # noqa: SIM905 (one word list, readable as prose)
+)
+
+
+class SearchConfig(BaseModel):
+    """The parameters of one search recipe: indexing, ranking, the relevance gate, excerpts.
+
+    Attributes:
+        name: What the recipe is called in reports.
+        tuned_on: The data its numbers were chosen on.
+        turn_before: Messages before a turn held in its turn card (and among its sources).
+        turn_after: Messages after a turn held in its turn card.
+        stop_words: Words dropped from cards and queries before keyword search.
+        keyword_weight: Weight of the BM25 ranking in the fusion (the vector ranking's is 1).
+        time_weight: Weight of the ranking of cards said or happening when the query asks.
+        rrf_k: The reciprocal-rank-fusion constant (smaller favours the top of each ranking).
+        candidates: How many cards each ranking contributes before fusion, at least.
+        min_similarity: The relevance gate's cosine similarity: a card below it is recalled
+            only when it holds ``min_keyword_share`` of the query's words. ``None``: no gate
+            (an embedder whose scale was never measured).
+        min_keyword_share: The gate's other door: the share of the query's search terms a
+            card holds.
+        excerpt_cards: The most cards whose lines recall weighs for one request.
+        line_rank: Weight of ``ln(1 + rank)`` of the best card holding a line (rank from 0).
+        line_after: Weight of a line that follows the card's best line (the reply to it).
+        line_before: Weight of a line that precedes the card's best line.
+        line_farther: Weight of a line two away from the card's best line.
+        line_question: Weight of a line that asks rather than tells (ends with a question
+            mark), or repeats word for word a line said elsewhere (boilerplate).
+        line_coverage: Weight of the share of the query's search terms the line holds.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "turns-lines-2026-12"
+    tuned_on: str = (
+        "LoCoMo conv-26, conv-30, conv-41 (development file); checked on conv-42, conv-43"
+    )
+    turn_before: int = Field(default=1, ge=0)
+    turn_after: int = Field(default=1, ge=0)
+    stop_words: frozenset[str] = STOP_WORDS
+    keyword_weight: float = Field(default=2.0, ge=0)
+    time_weight: float = Field(default=1.0, ge=0)
+    rrf_k: int = Field(default=20, ge=1)
+    candidates: int = Field(default=100, ge=1)
+    min_similarity: float | None = Field(default=None, ge=-1, le=1)
+    min_keyword_share: float = Field(default=0.5, ge=0, le=1)
+    excerpt_cards: int = Field(default=60, ge=1)
+    line_rank: float = -1.35
+    line_after: float = -0.25
+    line_before: float = -1.0
+    line_farther: float = -0.35
+    line_question: float = -1.3
+    line_coverage: float = 3.0
+
+
+#: The recipe with no relevance gate (the scale of an unmeasured embedder is unknown).
+DEFAULT_SEARCH = SearchConfig()
+
+# The relevance gate per embedder, measured (BENCHMARKS.md, "What a score means"): the cosine
+# similarity below which a card is not recalled unless it holds half the query's words.
+MINILM_MIN_SIMILARITY = 0.30
+HASHING_MIN_SIMILARITY = 0.20
+
+
+def search_config_for(embedder: Embedder | str) -> SearchConfig:
+    """The default recipe for an embedder: ``DEFAULT_SEARCH`` with its measured gate.
+
+    The hashing fake is known by its class whatever name it records (tests name it as MiniLM
+    to share a database), MiniLM by its name. An embedder whose similarities were never
+    measured gets no gate: a threshold on a scale nobody looked at would drop relevant
+    memories or keep irrelevant ones at random.
+    """
+    if isinstance(embedder, HashingEmbedder) or embedder == HASHING_NAME:
+        similarity: float | None = HASHING_MIN_SIMILARITY
+    elif (embedder if isinstance(embedder, str) else embedder.name) == MINILM_NAME:
+        similarity = MINILM_MIN_SIMILARITY
+    else:
+        similarity = None
+    return DEFAULT_SEARCH.model_copy(update={"min_similarity": similarity})

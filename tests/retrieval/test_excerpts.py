@@ -1,0 +1,236 @@
+"""``compose_excerpts``: the gate, line-by-line merging, repeats left out, ``k`` and the budget.
+
+Pure: cards are built by hand (as the store returns them) and tokens counted as words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
+
+from retrieval import (
+    DEFAULT_SEARCH,
+    ScoredCard,
+    SearchConfig,
+    Utterance,
+    analyze,
+    compose_excerpts,
+    turn_card_text,
+)
+from storage import Card
+
+SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+GATED = DEFAULT_SEARCH.model_copy(update={"min_similarity": 0.3})
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def turn_card(card_id: int, lines: Sequence[tuple[int, str]]) -> Card:
+    """A turn card over ``(message id, "Speaker: text")`` lines, as archiving writes it."""
+    utterances = [
+        Utterance(speaker=line.split(": ")[0], text=line.split(": ", 1)[1]) for _, line in lines
+    ]
+    return Card(
+        id=card_id,
+        user_id="u",
+        type="turn",
+        text=turn_card_text(utterances, day=SAID.date()),
+        topic=None,
+        tags=["user"],
+        session_id="s",
+        source_message_ids=[message_id for message_id, _ in lines],
+        source_client_ids=[],
+        observed_at=SAID,
+        occurred_at=None,
+        valid_from=SAID,
+        valid_to=None,
+        superseded_by=None,
+        pinned=False,
+        created_at=SAID,
+    )
+
+
+def fact(card_id: int, text: str, sources: Sequence[int] = ()) -> Card:
+    card = turn_card(card_id, [(1, "User: x")])
+    return card.model_copy(
+        update={"type": "fact", "text": text, "source_message_ids": list(sources)}
+    )
+
+
+def hit(card: Card, similarity: float = 0.5, score: float = 0.5) -> ScoredCard:
+    return ScoredCard(card=card, score=score, similarity=similarity, keyword_score=1.0)
+
+
+CONVERSATION = [
+    (11, "User: We adopted a puppy named Biscuit yesterday."),
+    (12, "Assistant: Congratulations, what breed is Biscuit?"),
+    (13, "User: A golden retriever, he loves the beach."),
+    (14, "Assistant: Golden retrievers love water."),
+    (15, "User: I also started the violin."),
+]
+
+
+def window(center: int) -> Card:
+    """The turn card of message ``11 + center``: it and one neighbour each side."""
+    lines = CONVERSATION[max(0, center - 1) : center + 2]
+    return turn_card(100 + center, lines)
+
+
+def compose(hits: Sequence[ScoredCard], query: str, **options: object) -> list[str]:
+    settings: dict[str, object] = {"k": 4, "max_tokens": None, "count": words}
+    settings.update(options)
+    config = settings.pop("config", GATED)
+    excerpts = compose_excerpts(hits, analyze(query), config, **settings)  # type: ignore[arg-type]
+    return [excerpt.text for excerpt in excerpts]
+
+
+def test_overlapping_turn_cards_become_one_memory_with_each_line_once() -> None:
+    texts = compose([hit(window(1)), hit(window(2)), hit(window(0))], "Biscuit puppy breed")
+    assert texts == [
+        "[8 May 2023] User: We adopted a puppy named Biscuit yesterday.\n"
+        "Assistant: Congratulations, what breed is Biscuit?\n"
+        "User: A golden retriever, he loves the beach.\n"
+        "Assistant: Golden retrievers love water."
+    ]
+
+
+def test_lines_of_cards_that_do_not_touch_are_separate_memories_best_first() -> None:
+    far = turn_card(300, [(40, "User: My sister lives in Lisbon."), (41, "Assistant: Nice.")])
+    texts = compose([hit(far), hit(window(0))], "Where does my sister live? Lisbon")
+    assert texts[0].startswith("[8 May 2023] User: My sister lives in Lisbon.")
+    assert texts[1].startswith("[8 May 2023] User: We adopted a puppy")
+
+
+def test_below_the_gate_nothing_is_sent_unless_the_card_holds_the_query_words() -> None:
+    weak = [hit(window(1), similarity=0.1), hit(window(4), similarity=0.29)]
+    assert compose(weak, "What is the capital of Peru?") == []
+    # Half of the query's words ("violin", "start") open the gate whatever the cosine.
+    assert compose(weak, "When did I start the violin?") != []
+    # No gate for an embedder nobody measured.
+    assert compose(weak, "What is the capital of Peru?", config=DEFAULT_SEARCH) != []
+    # A user's own threshold replaces the recipe's.
+    assert compose(weak, "capital of Peru?", min_similarity=0.05) != []
+
+
+def test_a_line_said_word_for_word_already_is_left_out_yet_joins_its_neighbours() -> None:
+    first = turn_card(1, [(1, "User: I'm vegetarian."), (2, "Assistant: Got it, noted.")])
+    second = turn_card(
+        2,
+        [
+            (20, "User: Got a new phone, a Pixel 8."),
+            (21, "Assistant: Got it, noted."),
+            (22, "User: And I'm vegan now."),
+        ],
+    )
+    texts = compose([hit(first), hit(second)], "vegetarian vegan diet")
+    lines = [line for text in texts for line in text.split("\n")]
+    assert sum("Got it, noted." in line for line in lines) == 1
+    # Line 22 still joins line 20 through the repeat left out between them: one memory.
+    assert any("Pixel 8." in text and "vegan now" in text for text in texts)
+    assert len(texts) == 2
+
+
+def test_the_walk_stops_at_k_memories_and_at_the_budget() -> None:
+    cards = [
+        turn_card(i, [(10 * i, f"User: puppy fact number {i} here."), (10 * i + 1, "Bot: ok.")])
+        for i in range(1, 6)
+    ]
+    hits = [hit(card) for card in cards]
+    assert len(compose(hits, "puppy fact", k=2)) == 2
+    budgeted = compose(hits, "puppy fact", k=10, max_tokens=20)
+    assert sum(words(text) for text in budgeted) <= 20
+    assert budgeted and len(budgeted) < 5
+    # A budget smaller than the best line sends nothing rather than a cut line.
+    assert compose(hits, "puppy fact", max_tokens=3) == []
+
+
+def test_a_question_line_ranks_below_a_statement_of_the_same_card() -> None:
+    config = GATED.model_copy(update={"excerpt_cards": 1})
+    card = turn_card(7, [(1, "User: Do you like the beach?"), (2, "Bot: I love the beach in May.")])
+    excerpts = compose_excerpts(
+        [hit(card)], analyze("beach"), config, k=1, max_tokens=10, count=words
+    )
+    assert [e.text for e in excerpts] == ["[8 May 2023] Bot: I love the beach in May."]
+
+
+def test_a_bare_question_or_boilerplate_never_opens_a_memory_of_its_own() -> None:
+    asked = turn_card(1, [(1, "User: Which phone case should I buy?"), (2, "Bot: Happy to help.")])
+    told = turn_card(2, [(5, "User: My phone is a Pixel 8."), (6, "Bot: Happy to help.")])
+    texts = compose([hit(asked), hit(told)], "Which phone case?")
+    assert texts == ["[8 May 2023] User: My phone is a Pixel 8.\nBot: Happy to help."]
+    # A question after something said is a statement too.
+    mixed = turn_card(3, [(9, "User: I bought a phone case. Was it a good idea?")])
+    assert compose([hit(mixed)], "phone case") != []
+
+
+def test_other_cards_are_one_line_with_their_day_and_a_reason() -> None:
+    card = fact(5, "The user is allergic to peanuts.", sources=[13])
+    [excerpt] = compose_excerpts(
+        [hit(card, similarity=0.62)], analyze("allergy peanuts"), GATED, k=4, max_tokens=None,
+        count=words,
+    )  # fmt: skip
+    assert excerpt.text == "[8 May 2023] The user is allergic to peanuts."
+    assert excerpt.message_ids == (13,)
+    assert excerpt.reason() == "rank 1: cosine 0.62 >= 0.30, 50% of the query's words"
+
+
+def test_a_turn_card_that_cannot_be_split_is_sent_whole_once() -> None:
+    legacy = turn_card(9, [(1, "User: a"), (2, "Bot: b")]).model_copy(
+        update={"text": "[8 May 2023] User: line one\nline two\nBot: b"}
+    )
+    texts = compose([hit(legacy), hit(legacy.model_copy(update={"id": 10}))], "line")
+    assert texts == ["[8 May 2023] User: line one\nline two\nBot: b"]
+
+
+@pytest.mark.parametrize("k", [0, -1])
+def test_no_memory_is_asked_for(k: int) -> None:
+    assert compose([hit(window(1))], "puppy", k=k) == []
+
+
+def test_the_recipe_is_frozen_and_named() -> None:
+    assert isinstance(DEFAULT_SEARCH, SearchConfig)
+    assert "conv-26" in DEFAULT_SEARCH.tuned_on
+    with pytest.raises(ValueError):
+        DEFAULT_SEARCH.model_copy(update={}).__setattr__("rrf_k", 5)
+
+
+ENDED = datetime(2025, 4, 4, 9, tzinfo=UTC)
+
+
+def test_a_stale_excerpt_is_marked_and_sent_after_every_current_memory() -> None:
+    lyon = turn_card(1, [(1, "User: I live in Lyon, city of lights.")]).model_copy(
+        update={"valid_to": ENDED}
+    )
+    berlin = turn_card(2, [(5, "User: I moved to Berlin.")])
+    old_fact = fact(3, "User lives in Lyon", sources=[1]).model_copy(update={"valid_to": ENDED})
+    # Ranked first by search, the stale excerpt still goes after the current one.
+    texts = compose([hit(lyon), hit(old_fact), hit(berlin)], "Lyon lives Berlin city")
+    assert texts == [
+        "[8 May 2023] User: I moved to Berlin.",
+        "[until 4 April 2025] [8 May 2023] User: I live in Lyon, city of lights.",
+        "[8 May 2023, until 4 April 2025] User lives in Lyon",
+    ]
+    # A question about the past asks for what held before: in its rank.
+    past = compose([hit(lyon), hit(berlin)], "Lyon lives Berlin city", stale_last=False)
+    assert past[0].startswith("[until 4 April 2025] ")
+
+
+def test_a_vouched_card_passes_the_gate_and_says_why() -> None:
+    current = fact(7, "User lives in Berlin", sources=[5])
+    [excerpt] = compose_excerpts(
+        [hit(current, similarity=0.05)], analyze("home town?"), GATED, k=4, max_tokens=None,
+        count=words, vouched={7: "the current value of a fact an older memory holds"},
+    )  # fmt: skip
+    assert excerpt.text.endswith("User lives in Berlin")
+    assert "current value" in excerpt.reason()
+    assert compose([hit(current, similarity=0.05)], "home town?") == []
+
+
+def test_a_cjk_query_has_no_gate() -> None:
+    card = turn_card(8, [(1, "User: 我家在天津。")])
+    assert compose([hit(card, similarity=0.0)], "我现在家在哪里") != []
+    assert compose([hit(card, similarity=0.0)], "where is my home now?") == []
