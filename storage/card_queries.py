@@ -189,10 +189,13 @@ class CardQueries:
                 params["window"] = window
                 found = _candidates(connection.execute(statement, params).fetchall())
                 # Filters dropped so many of the best-scored cards that fewer than ``limit``
-                # are left: widen the window while more scored cards exist.
+                # are left: widen the window to every scored card at once. A filter that keeps
+                # few cards (superseded ones, one type) would otherwise cost a statement per
+                # step of widening, each scoring every matching term again; the ranking is
+                # the same for any window that holds ``limit`` filtered cards.
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
-                window *= 4
+                window = found.scored
         if held is not None and ahead is not None:
             return self._with_held(user_id, query, limit, found, held, ahead)
         if vectors is not None and 0 < found.cards <= EXACT_SCAN_MAX_CARDS:

@@ -3,9 +3,11 @@
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from card_samples import MODEL, new_card, unit_vector
+from wire_trace import wire_trace
 
 import storage.card_queries
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
@@ -92,6 +94,21 @@ def test_the_keyword_window_widens_when_filters_drop_the_best(
 
     assert [m.card_id for m in found.keyword] == [kept.id]
     assert [m.card_id for m in found.dense] == [kept.id]
+
+
+def test_a_filter_that_keeps_few_cards_widens_the_window_once(
+    store: CardStore, database: Database, user_id: str, tmp_path: Path
+) -> None:
+    # 300 facts share the query's term; the filter keeps the one event among them.
+    store.add(user_id, [new_card(f"tea tea tea {i}") for i in range(300)])
+    [event] = store.add(user_id, [new_card("tea once, with many other words", type="event")])
+    events = CardFilter(types=("event",))
+
+    with wire_trace(database.engine, tmp_path / "trace") as trace:
+        found = store.candidates(user_id, unit_vector("q"), ["tea"], limit=4, where=events)
+
+    assert [m.card_id for m in found.keyword] == [event.id]
+    assert trace.statements <= 2  # the first window, then every scored card at once
 
 
 def test_a_user_without_cards_has_no_candidates(store: CardStore) -> None:
