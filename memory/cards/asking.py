@@ -15,10 +15,15 @@ import re
 __all__ = ["ASKED_ATTRIBUTES", "asks_about_the_past", "attributes_asked"]
 
 _PAST_ENGLISH = re.compile(
-    r"\b(?:before|previous(?:ly)?|used to|did (?:i|we) use to|former(?:ly)?|prior to|"
+    r"\b(?:previous(?:ly)?|used to|did (?:i|we) use to|former(?:ly)?|"
     r"back when|no longer|(?:my|our|the) (?:old|last|earlier) (?!time\b|message\b|question\b))",
     re.IGNORECASE,
 )
+# "Before" asks about the past in a question in the past tense or about a property ("which
+# company was I with before X?", "which city before Galway?"), not in a request about what
+# comes next ("remind me before the team meets", "before I leave").
+_BEFORE = re.compile(r"\b(?:before|prior to)\b", re.IGNORECASE)
+_PAST_TENSE = re.compile(r"\b(?:did|was|were|had)\b", re.IGNORECASE)
 _PAST_CHINESE = re.compile(r"之前|以前|原来|原先|过去|曾经|上一个|上一份|前一个|从前")
 
 #: The user's properties a question can name, and the words that name them (English and
@@ -43,9 +48,14 @@ def asks_about_the_past(query: str) -> bool:
     """Whether ``query`` asks what held before (an earlier home, job, phone), in English or Chinese.
 
     ``"Which company was I with before Kestrel Optics?"``, ``"my old phone"`` and ``"我之前住在
-    哪里"`` do; ``"Where do I live now?"`` and ``"How old am I?"`` do not.
+    哪里"`` do; ``"Where do I live now?"``, ``"How old am I?"`` and ``"What changed before
+    the team meets?"`` do not.
     """
-    return _PAST_ENGLISH.search(query) is not None or _PAST_CHINESE.search(query) is not None
+    if _PAST_ENGLISH.search(query) or _PAST_CHINESE.search(query):
+        return True
+    return bool(_BEFORE.search(query)) and bool(
+        _PAST_TENSE.search(query) or attributes_asked(query)
+    )
 
 
 def attributes_asked(query: str) -> tuple[str, ...]:

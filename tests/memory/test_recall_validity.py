@@ -187,8 +187,12 @@ def test_chinese_where_did_i_work_before(make_memory: Callable[..., Memory], use
         ("What was my old phone?", True),
         ("我之前住在哪里？", True),
         ("我以前在哪里工作？", True),
+        ("Which city before Galway?", True),
+        ("What did we decide before the launch?", True),
         ("Where do I live now?", False),
         ("How old am I?", False),
+        ("What changed in deploy 12 before the team meets in Nairobi?", False),
+        ("Remind me of the checklist before I leave.", False),
         ("我现在家在哪里？", False),
     ],
 )
