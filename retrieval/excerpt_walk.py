@@ -37,7 +37,7 @@ class Line:
 
     key: tuple[str, int]
     text: str
-    terms: set[str]
+    terms: frozenset[str]
     day: str | None
     message_ids: tuple[int, ...]
     turn: bool

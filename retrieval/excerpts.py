@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
@@ -339,8 +340,14 @@ def _excerpt(
     )
 
 
-def _terms(text: str, config: SearchConfig) -> set[str]:
-    return set(analyze(text, config.stop_words))
+@lru_cache(maxsize=4096)
+def _text_terms(text: str, stop_words: frozenset[str]) -> frozenset[str]:
+    # Remembered: the same cards come back request after request, and stemming is Python.
+    return frozenset(analyze(text, stop_words))
+
+
+def _terms(text: str, config: SearchConfig) -> frozenset[str]:
+    return _text_terms(text, config.stop_words)
 
 
 def _bare_question(text: str) -> bool:
