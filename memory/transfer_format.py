@@ -1,6 +1,6 @@
 """The export format: JSON Lines, one record per line, each a JSON object naming its ``record``.
 
-Version 1, in this order (README, "Export and import"):
+Version 1, in this order (docs/operations.md, "Export and import"):
 
 - ``header``: ``format`` (``"stratamem-export"``), ``version`` (1), ``user_id``, ``exported_at``;
 - per session: ``session`` (``session_id``, ``created_at``, ``archived_seq``: how far it was

@@ -69,8 +69,8 @@ class Database:
         """Connect to a database (starting the embedded one when no URL is given) and migrate it.
 
         With ``url`` None, an embedded Postgres with pgvector runs in ``data_dir / "pg"``,
-        reachable only by the account that owns the folder (see ``storage.embedded`` and the
-        README). It is started when no server runs there (never started, stopped, crashed),
+        reachable only by the account that owns the folder (see ``storage.embedded`` and
+        its docs). It is started when no server runs there (never started, stopped, crashed),
         and joined when one does. Every process with an open handle is recorded next to the
         folder; closing the last handle of the last process stops the server, and records of
         processes that died without closing are ignored. A server that stops or dies while a

@@ -15,7 +15,7 @@ locked first is stored, then erased with the rest; one that comes after finds it
 gone and raises ``SessionErasedError``, storing nothing.
 
 Deleted rows stay in Postgres's data files and write-ahead log until they are vacuumed and the
-WAL segments recycled (README, "Erasure").
+WAL segments recycled (docs/security.md, "Erasure").
 """
 
 from collections.abc import Sequence

@@ -25,8 +25,8 @@ def register_export(subcommands: Subcommands) -> None:
         "export",
         help="write everything of a user as JSON Lines (stratamem import reads it back)",
         description="Write everything of a user as JSON Lines: sessions with their messages "
-        "and summaries, cards with their validity and sources, pins, store items (README, "
-        "'Export and import'). No embedding is written; no model is loaded.",
+        "and summaries, cards with their validity and sources, pins, store items "
+        "(docs/operations.md, 'Export and import'). No embedding is written; no model is loaded.",
     )
     export.add_argument("--user", required=True, help="whose memory")
     export.add_argument("--output", type=Path, help="write here instead of stdout")

@@ -4,7 +4,7 @@ Storing a reply costs a transaction (lock the session, check its open tail, inse
 need not wait for it. So the proxy answers first and records in the thread pool, and a later
 request of the same session waits here until the replies recorded before it are stored: its
 history is then compared with a tail that holds them, and a reply the client sends back is
-recognised instead of stored twice. The order holds within one proxy process; see the README
+recognised instead of stored twice. The order holds within one proxy process; see docs/proxy.md
 for several proxies in front of one session.
 """
 

@@ -328,10 +328,10 @@ def test_a_forget_while_an_inline_fold_waits_is_refused_to_the_fold(
 
 
 def purge_statements() -> list[str]:
-    """The statements of the README's purge block (section "Erasure")."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```sql\n(.*?)```", readme.split("## Erasure", 1)[1], re.S)
-    assert block is not None, "the README's Erasure section shows no sql block"
+    """The statements of the purge block in docs/security.md (section "Erasure")."""
+    guide = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    block = re.search(r"```sql\n(.*?)```", guide.split("## Erasure", 1)[1], re.S)
+    assert block is not None, "the Erasure section of docs/security.md shows no sql block"
     lines = [line.split("--")[0].strip() for line in block.group(1).splitlines()]
     return [statement for statement in " ".join(lines).split(";") if statement.strip()]
 
@@ -375,9 +375,9 @@ def test_the_documented_purge_leaves_no_trace_in_the_server_files(fresh_data_dir
 
 
 def test_every_table_of_a_users_data_is_erased_counted_and_purged(database: Database) -> None:
-    # A table added later with a user_id column must join erasure's tests and the README's
-    # purge (its rows would otherwise stay in the files after VACUUM of the others). A user's
-    # proxy keys are access, not memory: forget leaves them (stratamem keys revoke ends them).
+    # A table added later with a user_id column must join erasure's tests and the purge in
+    # docs/security.md (its rows would otherwise stay in the files after VACUUM of the others).
+    # A user's proxy keys are access, not memory: forget leaves them (keys revoke ends them).
     with database.engine.connect() as connection:
         with_users = set(
             connection.execute(

@@ -1,4 +1,4 @@
-"""The README's Operations section matches the commands as built."""
+"""The Operations section of docs/operations.md matches the commands as built."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from memory.cli import build_parser
 from memory.cli.chat import HELP
 from memory.worker import SHUTDOWN_GRACE_SECONDS
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
 
 
 def operations() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = OPERATIONS.read_text(encoding="utf-8")
     return text.split("## Operations", 1)[1].split("\n## ", 1)[0]
 
 
