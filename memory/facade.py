@@ -13,7 +13,6 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
 
-from memory.calls import OpenCall
 from memory.context.assembler import AssembledContext
 from memory.context.budget import Budget
 from memory.context.tokens import TokenCounter
@@ -21,20 +20,21 @@ from memory.errors import (
     CardNotFoundError,
     ConfigurationError,
 )
-from memory.folding import Folding
-from memory.idle import FinishedJobs, IdleSessions, IdleWork
-from memory.intake import batch_items, parse_input
-from memory.items import Items
-from memory.jobs import WorkerRun
-from memory.kept_reports import ReportKeeper
+from memory.jobs.consolidation import WorkerRun
+from memory.jobs.idle_work import FinishedJobs, IdleSessions, IdleWork
+from memory.jobs.worker import CARDS, END_OF_SESSION, Worker
 from memory.llm import ChatModel
-from memory.longterm import LongTermMemory
-from memory.parts import build_parts
-from memory.preparing import Preparer
+from memory.longterm.items import Items
+from memory.longterm.long_term_memory import LongTermMemory
+from memory.session.folding import Folding
+from memory.session.incoming import batch_items, parse_input
+from memory.session.kept_reports import ReportKeeper
+from memory.session.open_calls import OpenCall
+from memory.session.preparing import Preparer
+from memory.session.wiring import build_parts
 from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
-from memory.transfer import Imported, export_lines, import_lines
-from memory.worker import CARDS, END_OF_SESSION, Worker
+from memory.transfer.export_import import Imported, export_lines, import_lines
 from retrieval import CardDraft, CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
@@ -180,7 +180,8 @@ class Memory:
             user_id=user_id, session_id=session_id, input=input, system=system
         )
         if self.settings.reports.enabled:
-            # Queued, written by a thread: the request never waits for it (memory.kept_reports).
+            # Queued, written by a thread: the request never waits for it
+            # (memory.session.kept_reports).
             self._keeper.keep(user_id, session_id, context.report)
         return context
 
@@ -192,7 +193,7 @@ class Memory:
 
         Every ``prepare`` keeps its report (``reports.enabled``), each session its newest
         ``reports.keep``; ``stratamem ui`` shows them. A report is written off the request
-        path, so a crash loses the few still queued (``memory.kept_reports``).
+        path, so a crash loses the few still queued (``memory.session.kept_reports``).
 
         Raises:
             InvalidInputError: an id is not usable.
@@ -404,7 +405,7 @@ class Memory:
         return items
 
     def export_user(self, *, user_id: str) -> Iterator[str]:
-        """Everything of the user as JSON Lines (``memory.transfer_format``), one line at a
+        """Everything of the user as JSON Lines (``memory.transfer.format``), one line at a
         time without its newline: sessions with their messages and summaries, cards with
         their validity and sources, pins, store items. Read in one snapshot; no embedding
         is written, and no embedder is needed.

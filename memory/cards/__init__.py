@@ -6,6 +6,7 @@ into a self-contained query for recall. The submodules hold the parts; this pack
 what the facade and the store use.
 """
 
+from memory.cards.archived_turns import turn_draft
 from memory.cards.dates import ResolvedDate, resolve_date, time_range_of_query
 from memory.cards.extract import CardExtractor, Extraction, ExtractionEvent, RulesFallback
 from memory.cards.model import (
@@ -26,7 +27,6 @@ from memory.cards.supersede import (
     task_attribute,
     task_key,
 )
-from memory.cards.turns import turn_draft
 
 __all__ = [
     "CardDraft",

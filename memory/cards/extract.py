@@ -6,9 +6,9 @@ malformed reply is a failed attempt that is retried and then handed to the fallb
 When every attempt fails, or no model is configured, the rule-based extractor reads the batch
 instead and an event says so: extraction never raises because a model failed.
 
-A fold extracts in the summariser's call instead (``memory.shared_fold``); its reply's cards go
-through the same checks (``drafts_from_reply``) and, when every attempt fails, the same rules
-(``CardExtractor.by_rules``). This extractor reads what no fold read: a session's end.
+A fold extracts in the summariser's call instead (``memory.longterm.summary_and_cards``); its
+reply's cards go through the same checks (``drafts_from_reply``) and, when every attempt fails, the
+same rules (``CardExtractor.by_rules``). This extractor reads what no fold read: a session's end.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 from child_process import say, wait_for_go, wait_for_line
 from sqlalchemy import event
 
-import memory.writer
+import memory.session.writer
 import storage.sessions
 from memory import Memory, Settings, validate_history
 from storage import Database, NewMessage, StoredMessage
@@ -136,13 +136,13 @@ def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: st
             lambda *_, **__: None
         )
     if stage == "validate":
-        check = memory.writer._check_structure
+        check = memory.session.writer._check_structure
 
         def check_then_pause(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
             check(tail, batch)
             pause()
 
-        memory.writer._check_structure = check_then_pause
+        memory.session.writer._check_structure = check_then_pause
     elif stage == "commit":
         event.listen(database.engine, "commit", lambda connection: pause())
     mem.record(user_id=user_id, session_id=session_id, messages=batch(int(count)))

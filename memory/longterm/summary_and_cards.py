@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any
 
-from memory.archiving import source_message
 from memory.cards import CardDraft, CardExtractor, Extraction, SourceMessage
 from memory.cards.extract import drafts_from_reply
 from memory.cards.prompts import CARD_JSON_SCHEMA, CARD_RULES, CARD_SCHEMA
@@ -45,7 +44,8 @@ from memory.context.messages import Message
 from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import LLMError
 from memory.llm import LLMChain, LLMChainFailed, LLMEvent, ReplyFormat, json_text
-from memory.longterm import LongTermMemory
+from memory.longterm.archiving import source_message
+from memory.longterm.long_term_memory import LongTermMemory
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent, SummaryResult
 from memory.summary.transcript import SUMMARY_RULES, render_fold_transcript, summary_material
 from storage import StoredMessage

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from memory.card_lifecycle import CardWriter
 from memory.cards import CardDraft as ExtractedDraft
 from memory.cards import CardExtractor, SourceMessage, resolve_date
 from memory.cards.caps import cap_drafts
 from memory.context.cut import cut_to_chars
 from memory.context.messages import Message
+from memory.longterm.card_lifecycle import CardWriter
 from retrieval import CardDraft, Utterance, turn_card_text, turn_window
 from storage import MAX_CARD_TEXT_CHARS, ArchiveMarks, Card, MessageStore, StoredMessage
 
@@ -105,8 +105,9 @@ class MessageArchiving:
     ) -> int:
         """Archive a fold's messages ``after_seq < seq <= upto.seq`` with cards extracted already.
 
-        For a fold whose summariser call extracted its cards too (``memory.shared_fold``): the
-        turn cards and ``extracted`` are stored, then the archive mark moves to ``upto``, so
+        For a fold whose summariser call extracted its cards too
+        (``memory.longterm.summary_and_cards``): the turn cards and ``extracted`` are stored,
+        then the archive mark moves to ``upto``, so
         no later archive reads these messages again (and none extracts them twice). A crash
         before the mark moves leaves cards the retry stores again, which the store merges.
 
