@@ -25,7 +25,8 @@ from storage.errors import (
     StorageError,
 )
 from storage.inputs import MAX_ID_LENGTH, check_encodable, check_text
-from storage.jobs import JobQueue
+from storage.job_queue import JobQueue
+from storage.messages.store import MessageStore, Validator
 from storage.migrations import EMBEDDING_DIM, MIGRATIONS, Migration, migrate
 from storage.records import (
     Job,
@@ -35,7 +36,6 @@ from storage.records import (
     SummaryKind,
     SummaryRecord,
 )
-from storage.sessions import MessageStore, Validator
 from storage.summaries import SummaryStore
 
 __all__ = [

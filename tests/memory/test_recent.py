@@ -18,7 +18,7 @@ from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
 from memory.session.recent import RecentMessages, WindowCounter
 from storage import MessageStore, NewMessage, StoredMessage, SummaryStore
-from storage.sessions import WindowRead
+from storage.messages.store import WindowRead
 
 #: The counter of the windows' own counts (``RecentWindow.counts``).
 COUNTER = TiktokenCounter()
