@@ -1,6 +1,6 @@
 """Long-term memory judgment: card extraction (LLM and rules), supersede decisions, query rewriting.
 
-Pure judgment, no database: ``CardDraft`` is what the card store keeps, ``decide_supersede``
+Pure judgment, no database: ``ExtractedCard`` is what the card store keeps, ``decide_supersede``
 tells it which stored cards a new one replaces, and ``rewrite_query`` turns the user's input
 into a self-contained query for recall. The submodules hold the parts; this package exports
 what the facade and the store use.
@@ -10,9 +10,9 @@ from memory.cards.archived_turns import turn_draft
 from memory.cards.dates import ResolvedDate, resolve_date, time_range_of_query
 from memory.cards.extract import CardExtractor, Extraction, ExtractionEvent, RulesFallback
 from memory.cards.model import (
-    CardDraft,
     CardType,
     DatePrecision,
+    ExtractedCard,
     SourceMessage,
     content_hash,
     normalize_text,
@@ -29,12 +29,12 @@ from memory.cards.supersede import (
 )
 
 __all__ = [
-    "CardDraft",
     "CardExtractor",
     "CardId",
     "CardType",
     "DatePrecision",
     "ExistingCard",
+    "ExtractedCard",
     "Extraction",
     "ExtractionEvent",
     "ResolvedDate",

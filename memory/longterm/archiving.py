@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from memory.cards import CardDraft as ExtractedDraft
-from memory.cards import CardExtractor, SourceMessage, resolve_date
+from memory.cards import CardExtractor, ExtractedCard, SourceMessage, resolve_date
 from memory.cards.caps import cap_drafts
 from memory.context.cut import cut_to_chars
 from memory.context.messages import Message
@@ -101,7 +100,7 @@ class MessageArchiving:
         session_id: str,
         after_seq: int,
         upto: StoredMessage,
-        extracted: Sequence[ExtractedDraft],
+        extracted: Sequence[ExtractedCard],
     ) -> int:
         """Archive a fold's messages ``after_seq < seq <= upto.seq`` with cards extracted already.
 
@@ -130,7 +129,7 @@ class MessageArchiving:
         after_seq: int,
         upto_seq: int | None,
         *,
-        extracted: Sequence[ExtractedDraft] | None = None,
+        extracted: Sequence[ExtractedCard] | None = None,
     ) -> tuple[list[Card], list[StoredMessage]]:
         """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
@@ -192,7 +191,7 @@ class MessageArchiving:
         self,
         user_id: str,
         session_id: str,
-        extracted: Sequence[ExtractedDraft],
+        extracted: Sequence[ExtractedCard],
         by_seq: dict[int, StoredMessage],
     ) -> list[Card]:
         """Store extracted drafts within the card bounds (``memory.cards.caps``): a model's
@@ -256,7 +255,7 @@ def _turn_card(
 
 
 def _stored_draft(
-    session_id: str, draft: ExtractedDraft, by_seq: dict[int, StoredMessage]
+    session_id: str, draft: ExtractedCard, by_seq: dict[int, StoredMessage]
 ) -> CardDraft:
     """An extracted card as the index stores it, its sources named by stored and client ids."""
     sources = [by_seq[seq] for seq in draft.source_indices if seq in by_seq]
