@@ -9,8 +9,8 @@ real code path: ``Memory.prepare`` stores each user message and ``Memory.record`
 the turn, in inline mode, on an embedded Postgres (a temporary folder), with long-term memory on
 (the hashing embedder: this measures LLM calls, not recall; ``cards.k = 0``, so no query
 rewrite asks the model anything). Every fold makes the one shared call that writes the summary
-and extracts the cards (``memory.shared_fold``), exactly as an application's would; any other
-call (a summary-only or extraction-only request) is counted too.
+and extracts the cards (``memory.longterm.summary_and_cards``), exactly as an application's
+would; any other call (a summary-only or extraction-only request) is counted too.
 
 The local fake OpenAI server answers a fold with JSON: a summary of 30% of its input
 (``--summary-share``, within the limit the prompt states, keeping the previous summary's key
@@ -61,7 +61,7 @@ from memory.context.cut import cut_to_chars, one_line
 from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
-from memory.shared_fold import FOLD_INSTRUCTIONS, TOOL_RESULT_CHARS
+from memory.longterm.summary_and_cards import FOLD_INSTRUCTIONS, TOOL_RESULT_CHARS
 from memory.summary.acceptance import key_facts
 from memory.summary.summarizer import SummaryEvent
 from memory.summary.transcript import INSTRUCTIONS, render_line

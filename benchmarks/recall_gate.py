@@ -34,7 +34,7 @@ from typing import Any
 
 from memory import Memory, Settings
 from memory.cli.eval_locomo import CachedEmbedder, MemoryBackend, user_id_of
-from memory.evaluation import load_locomo
+from memory.eval.locomo import load_locomo
 from retrieval import Embedder, HashingEmbedder, OnnxEmbedder, analyze
 from storage import Database
 

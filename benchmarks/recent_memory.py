@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.context.tokens import TiktokenCounter
-from memory.recent import RecentMessages
+from memory.session.recent import RecentMessages
 from storage import Database, MessageStore, NewMessage
 
 _WORDS = (

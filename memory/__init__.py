@@ -9,7 +9,6 @@ subpackages hold the parts, importable from their modules, and ``memory.testing`
 import importlib
 import warnings
 
-from memory.calls import INTERRUPTED_CONTENT, OpenCall
 from memory.context.assembler import AssembledContext, RetrievedMemory, SummaryContext
 from memory.context.budget import Budget, ModelLimits, limits_for, plan_budget
 from memory.context.messages import Message, parse_messages, render_messages
@@ -30,6 +29,7 @@ from memory.errors import (
     ConfigurationError,
     ContextOverflowError,
     ExportFormatError,
+    InvalidArgumentError,
     InvalidHistoryError,
     LLMError,
     PinBudgetError,
@@ -40,8 +40,9 @@ from memory.errors import (
     ToolCallInterruptedError,
 )
 from memory.facade import Forgotten, Memory
-from memory.jobs import WorkerRun
+from memory.jobs.consolidation import WorkerRun
 from memory.llm import ChatModel, Completion, OpenAIChatModel, ReplyFormat
+from memory.session.open_calls import INTERRUPTED_CONTENT, OpenCall
 from memory.settings import CardSettings, JobSettings, ReportSettings, Settings, SummarySettings
 from retrieval import EmbedderMismatchError, EmbeddingError, RetrievalError, ScoredCard
 from storage import (
@@ -76,6 +77,7 @@ __all__ = [
     "Forgotten",
     "ImportConflictError",
     "InterruptedCall",
+    "InvalidArgumentError",
     "InvalidHistoryError",
     "InvalidInputError",
     "JobSettings",
@@ -122,7 +124,7 @@ __all__ = [
 # Names that left the top level: internals, and the fakes (now in ``memory.testing``). Each
 # still imports from here, with a DeprecationWarning, until the next release.
 _MOVED = {
-    "JobOutcome": "memory.jobs",
+    "JobOutcome": "memory.jobs.consolidation",
     "LLMChain": "memory.llm",
     "LLMChainFailed": "memory.llm",
     "LLMEvent": "memory.llm",

@@ -2,7 +2,9 @@
 
 ::
 
-    StratamemError                  base of every error stratamem raises on purpose
+    StratamemError                  base of every error stratamem raises on purpose (defined in
+    │                               storage.errors, the lowest layer, as the root of storage's
+    │                               and retrieval's errors too)
     ├── InvalidHistoryError         (also ValueError) a message list breaks the chat structure
     │   └── ToolCallInterruptedError    a result for a call that was closed as interrupted
     ├── RecordConflictError         (also ValueError) a client id reused with other content, or
@@ -11,13 +13,19 @@
     ├── BudgetError                 (also ValueError) a budget or model table lookup is impossible
     ├── ConfigurationError          settings that cannot work together
     ├── PinBudgetError              (also ValueError) a pin would exceed the pin budget
+    ├── storage.InvalidInputError   (also ValueError) input that can never be stored as given
+    │   └── InvalidArgumentError    an argument a ``Memory`` method refuses by its own check
+    │                               (a query that is not text, a negative k, one string for
+    │                               a list, a blank text, two targets for forget); nothing
+    │                               read or stored
     ├── CardNotFoundError           (also LookupError) the user has no card with this id
     ├── ExportFormatError           (also ValueError) a line of an export file is not one an
     │                               import can take (it names the line); nothing imported
     └── LLMError                    a chat model call failed (the summariser degrades on it)
         └── ReplyFormatError        the reply is not the JSON asked for at all (prose)
 
-Errors of the storage layer (``storage.StorageError`` and its children) pass through unchanged.
+Errors of the storage layer (``storage.StorageError`` and its children) and of retrieval
+(``retrieval.RetrievalError``) pass through unchanged; all are ``StratamemError``.
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+# The root lives in the lowest layer so every layer's errors share it. Importing storage.errors
+# loads that module alone (storage's names load lazily), so memory.context stays pure.
+from storage.errors import InvalidInputError, StratamemError
+
 __all__ = [
     "BudgetError",
     "CardNotFoundError",
     "ConfigurationError",
     "ContextOverflowError",
     "ExportFormatError",
+    "InvalidArgumentError",
     "InvalidHistoryError",
     "LLMError",
     "PinBudgetError",
@@ -70,10 +83,6 @@ class Problem:
 
     def __str__(self) -> str:
         return self.describe()
-
-
-class StratamemError(Exception):
-    """Base class of the errors raised by the memory layer."""
 
 
 class InvalidHistoryError(StratamemError, ValueError):
@@ -159,6 +168,14 @@ class PinBudgetError(StratamemError, ValueError):
             f"pinned cards would take {required} tokens but the pin budget is {budget} "
             "(cards.pin_budget_ratio of the history budget): unpin a card or raise the ratio"
         )
+
+
+class InvalidArgumentError(InvalidInputError):
+    """An argument a ``Memory`` method refuses by its own check; nothing was read or stored.
+
+    A subclass of ``storage.InvalidInputError`` (what these checks raised before) and so of
+    ``ValueError``: code that catches either still catches it.
+    """
 
 
 class CardNotFoundError(StratamemError, LookupError):

@@ -13,28 +13,25 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ValidationError
 
-from memory.calls import OpenCall
 from memory.context.assembler import AssembledContext
 from memory.context.budget import Budget
 from memory.context.tokens import TokenCounter
-from memory.errors import (
-    CardNotFoundError,
-    ConfigurationError,
-)
-from memory.folding import Folding
-from memory.idle import FinishedJobs, IdleSessions, IdleWork
-from memory.intake import batch_items, parse_input
-from memory.items import Items
-from memory.jobs import WorkerRun
-from memory.kept_reports import ReportKeeper
+from memory.errors import CardNotFoundError, ConfigurationError, InvalidArgumentError
+from memory.jobs.consolidation import WorkerRun
+from memory.jobs.idle_work import FinishedJobs, IdleSessions, IdleWork
+from memory.jobs.worker import CARDS, END_OF_SESSION, Worker
 from memory.llm import ChatModel
-from memory.longterm import LongTermMemory
-from memory.parts import build_parts
-from memory.preparing import Preparer
+from memory.longterm.items import Items
+from memory.longterm.long_term_memory import LongTermMemory
+from memory.session.folding import Folding
+from memory.session.incoming import batch_items, parse_input
+from memory.session.kept_reports import ReportKeeper
+from memory.session.open_calls import OpenCall
+from memory.session.preparing import Preparer
+from memory.session.wiring import build_parts
 from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
-from memory.transfer import Imported, export_lines, import_lines
-from memory.worker import CARDS, END_OF_SESSION, Worker
+from memory.transfer.export_import import Imported, export_lines, import_lines
 from retrieval import CardDraft, CardQuery, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
@@ -180,7 +177,8 @@ class Memory:
             user_id=user_id, session_id=session_id, input=input, system=system
         )
         if self.settings.reports.enabled:
-            # Queued, written by a thread: the request never waits for it (memory.kept_reports).
+            # Queued, written by a thread: the request never waits for it
+            # (memory.session.kept_reports).
             self._keeper.keep(user_id, session_id, context.report)
         return context
 
@@ -192,7 +190,7 @@ class Memory:
 
         Every ``prepare`` keeps its report (``reports.enabled``), each session its newest
         ``reports.keep``; ``stratamem ui`` shows them. A report is written off the request
-        path, so a crash loses the few still queued (``memory.kept_reports``).
+        path, so a crash loses the few still queued (``memory.session.kept_reports``).
 
         Raises:
             InvalidInputError: an id is not usable.
@@ -222,18 +220,19 @@ class Memory:
         where known, else when it was said.
 
         Raises:
-            InvalidInputError: ``query`` is not text (a lone surrogate), ``k`` is negative,
-                ``types`` or ``tags`` is a single string, or a filter has the wrong type.
+            InvalidArgumentError: ``query`` is not text (a lone surrogate), ``k`` is negative,
+                ``types`` or ``tags`` is a single string, or a filter has the wrong type (an
+                ``InvalidInputError``, as before, and a ``ValueError``).
             ConfigurationError: long-term memory is disabled (``cards.enabled=False``).
         """
         if not isinstance(query, str):
-            raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
-        check_encodable("query", query)
+            raise InvalidArgumentError(f"query must be a string, not {type(query).__name__}")
+        _as_argument_error(check_encodable, "query", query)
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise InvalidInputError(f"k must be a whole number >= 0, not {k!r}")
+            raise InvalidArgumentError(f"k must be a whole number >= 0, not {k!r}")
         for name, listed in (("types", types), ("tags", tags)):
             if isinstance(listed, str):
-                raise InvalidInputError(f"{name} must be a list of strings, not one string")
+                raise InvalidArgumentError(f"{name} must be a list of strings, not one string")
         try:
             where = CardFilter(
                 types=tuple(types) if types is not None else None,
@@ -248,7 +247,7 @@ class Memory:
         except ValidationError as error:
             problem = error.errors()[0]
             where_wrong = ".".join(map(str, problem["loc"]))
-            raise InvalidInputError(f"search filter {where_wrong}: {problem['msg']}") from None
+            raise InvalidArgumentError(f"search filter {where_wrong}: {problem['msg']}") from None
         return self._longterm().search(user_id, query, query_plan)
 
     def pin(
@@ -265,17 +264,20 @@ class Memory:
         Raises:
             PinBudgetError: the user's pins with this one would exceed the pin budget
                 (``cards.pin_budget_ratio`` of the history budget, in tokens).
-            ValueError: ``text`` is blank.
-            InvalidInputError: ``text`` holds a NUL or a lone surrogate, ``tags`` is one
-                string, or a part is over the card bounds (``storage.MAX_CARD_TOPIC_CHARS``
+            InvalidArgumentError: ``text`` is not text, is blank or holds a NUL or a lone
+                surrogate, or ``tags`` is one string (an ``InvalidInputError``, as before, and
+                a ``ValueError``).
+            InvalidInputError: a part is over the card bounds (``storage.MAX_CARD_TOPIC_CHARS``
                 and the others).
             ConfigurationError: long-term memory is disabled.
         """
         if not isinstance(text, str):
-            raise InvalidInputError(f"a pin's text must be a string, not {type(text).__name__}")
-        check_text("pin text", text)
+            raise InvalidArgumentError(f"a pin's text must be a string, not {type(text).__name__}")
+        _as_argument_error(check_text, "pin text", text)
         if isinstance(tags, str):
-            raise InvalidInputError("tags must be a list of strings, not one string")
+            raise InvalidArgumentError("tags must be a list of strings, not one string")
+        if not text.strip():
+            raise InvalidArgumentError("a pin needs a text")
         return self._longterm().pin(user_id, text, session_id=session_id, topic=topic, tags=tags)
 
     def remember(
@@ -293,18 +295,20 @@ class Memory:
         card was said to the tool, not in a conversation, so it has no source messages.
 
         Raises:
-            ValueError: ``text`` is blank.
-            InvalidInputError: ``text`` holds a NUL or a lone surrogate, or ``tags`` is one
-                string.
+            InvalidArgumentError: ``text`` is not text, is blank or holds a NUL or a lone
+                surrogate, or ``tags`` is one string (an ``InvalidInputError`` and a
+                ``ValueError``, as before).
             ConfigurationError: long-term memory is disabled.
         """
         if not isinstance(text, str):
-            raise InvalidInputError(f"a memory's text must be a string, not {type(text).__name__}")
-        check_text("memory text", text)
+            raise InvalidArgumentError(
+                f"a memory's text must be a string, not {type(text).__name__}"
+            )
+        _as_argument_error(check_text, "memory text", text)
         if isinstance(tags, str):
-            raise InvalidInputError("tags must be a list of strings, not one string")
+            raise InvalidArgumentError("tags must be a list of strings, not one string")
         if not text.strip():
-            raise ValueError("a memory needs a text")
+            raise InvalidArgumentError("a memory needs a text")
         draft = CardDraft(type="fact", text=text.strip(), topic=topic, tags=list(tags or ()))
         [card] = self._longterm().index.add(user_id, [draft])
         return card
@@ -352,11 +356,12 @@ class Memory:
 
         Raises:
             CardNotFoundError: ``card_id`` is not one of the user's cards.
-            InvalidInputError: both ``card_id`` and ``session_id`` were given, or an id is
-                not usable.
+            InvalidArgumentError: both ``card_id`` and ``session_id`` were given (an
+                ``InvalidInputError``, as before).
+            InvalidInputError: an id is not usable.
         """
         if card_id is not None and session_id is not None:
-            raise InvalidInputError(
+            raise InvalidArgumentError(
                 "forget one card (card_id) or one session (session_id), not both"
             )
         if card_id is None:
@@ -404,7 +409,7 @@ class Memory:
         return items
 
     def export_user(self, *, user_id: str) -> Iterator[str]:
-        """Everything of the user as JSON Lines (``memory.transfer_format``), one line at a
+        """Everything of the user as JSON Lines (``memory.transfer.format``), one line at a
         time without its newline: sessions with their messages and summaries, cards with
         their validity and sources, pins, store items. Read in one snapshot; no embedding
         is written, and no embedder is needed.
@@ -634,3 +639,11 @@ class Forgotten(Erased):
             if number:
                 described.append(f"{number:,} {one if number == 1 else many}")
         return ", ".join(described)
+
+
+def _as_argument_error(check: Callable[[str, str], None], name: str, value: str) -> None:
+    """Run one of storage's checks of a text, its refusal raised as the facade's own error."""
+    try:
+        check(name, value)
+    except InvalidInputError as refused:
+        raise InvalidArgumentError(str(refused)) from None

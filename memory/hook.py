@@ -29,7 +29,7 @@ from memory.context.assembler import AssembledContext
 from memory.context.messages import Message, message_dict
 from memory.context.units import validate_history
 from memory.facade import Memory
-from memory.intake import CLIENT_KEYS
+from memory.session.incoming import CLIENT_KEYS
 from storage import StoredMessage
 
 __all__ = [

@@ -1,83 +1,31 @@
-"""Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records."""
+"""Persistence for stratamem: Postgres with pgvector, embedded or by URL, behind typed records.
 
-from storage.archive_marks import ArchiveMarks, IdleSession, IdleSweep
-from storage.cards import (
-    MAX_CARD_KEY_CHARS,
-    MAX_CARD_TAG_CHARS,
-    MAX_CARD_TAGS,
-    MAX_CARD_TEXT_CHARS,
-    MAX_CARD_TOPIC_CHARS,
-    Card,
-    CardFilter,
-    CardMatch,
-    CardStore,
-    CardType,
-    EmbeddingModelMismatchError,
-    NewCard,
-    content_hash,
-)
-from storage.engine import Database, default_data_dir
-from storage.erasure import Erased, erase
-from storage.errors import (
-    DatabaseUnavailableError,
-    InvalidInputError,
-    SessionErasedError,
-    StorageError,
-)
-from storage.inputs import MAX_ID_LENGTH, check_encodable, check_text
-from storage.jobs import JobQueue
-from storage.migrations import EMBEDDING_DIM, MIGRATIONS, Migration, migrate
-from storage.records import (
-    Job,
-    MessageAt,
-    NewMessage,
-    StoredMessage,
-    SummaryKind,
-    SummaryRecord,
-)
-from storage.sessions import MessageStore, Validator
-from storage.summaries import SummaryStore
+The names of this package are those of ``storage.api``, loaded on first use: importing one of
+its modules alone loads that module only. ``storage.errors`` holds ``StratamemError``, the root
+of every error stratamem raises, and the pure ``memory.context`` reaches it (through
+``memory.errors``) without loading SQLAlchemy, the driver or the stores.
+"""
 
-__all__ = [
-    "EMBEDDING_DIM",
-    "MAX_CARD_KEY_CHARS",
-    "MAX_CARD_TAGS",
-    "MAX_CARD_TAG_CHARS",
-    "MAX_CARD_TEXT_CHARS",
-    "MAX_CARD_TOPIC_CHARS",
-    "MAX_ID_LENGTH",
-    "MIGRATIONS",
-    "ArchiveMarks",
-    "Card",
-    "CardFilter",
-    "CardMatch",
-    "CardStore",
-    "CardType",
-    "Database",
-    "DatabaseUnavailableError",
-    "EmbeddingModelMismatchError",
-    "Erased",
-    "IdleSession",
-    "IdleSweep",
-    "InvalidInputError",
-    "Job",
-    "JobQueue",
-    "MessageAt",
-    "MessageStore",
-    "Migration",
-    "NewCard",
-    "NewMessage",
-    "SessionErasedError",
-    "StorageError",
-    "StoredMessage",
-    "SummaryKind",
-    "SummaryRecord",
-    "SummaryStore",
-    "Validator",
-    "check_encodable",
-    "check_text",
-    "content_hash",
-    "default_data_dir",
-    "erase",
-    "migrate",
-]
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.api import *  # noqa: F403
+else:
+
+    def __getattr__(name: str) -> object:
+        """A name of ``storage.api`` (or a module it imported), loaded on first use."""
+        if name.startswith("__") and name != "__all__":
+            raise AttributeError(f"module 'storage' has no attribute {name!r}")
+        api = importlib.import_module("storage.api")
+        if name == "__all__" or name in api.__all__:
+            value = getattr(api, name)
+        elif name in globals():  # a module of the package, bound here when api imported it
+            value = globals()[name]
+        else:
+            raise AttributeError(f"module 'storage' has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *importlib.import_module("storage.api").__all__})

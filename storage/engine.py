@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage import embedded
+from storage.embedded import server as embedded
 from storage.errors import DatabaseUnavailableError, describe, shorten, storage_error
 from storage.migrations import migrate
 

@@ -1,20 +1,23 @@
 """The exceptions the storage layer raises, and how driver errors are translated into them.
 
-The whole tree::
+The whole tree, under ``StratamemError``, the root of every error stratamem raises on purpose
+(defined here, in the lowest layer, so that retrieval's and memory's errors derive from it too;
+``memory.StratamemError`` is this class)::
 
-    StorageError(Exception)              base of every error raised by storage itself
-    ├── DatabaseUnavailableError         the database cannot be started or reached: a lost
-    │                                    connection, a server shutting down, too many clients
-    │                                    (worth retrying later)
-    ├── SessionErasedError(LookupError)  a write made from a session's messages found them
-    │                                    erased (``forget`` ran since they were read); nothing
-    │                                    was stored, and retrying cannot store it
-    └── InvalidInputError(ValueError)    the caller's input can never be stored as given: an id
-        │                                that is empty or too long, a lone surrogate, a value
-        │                                that is not JSON, a value the database rejects
-        │                                (retrying the same call cannot succeed)
-        └── ImportConflictError          an import would mix into what the user has (data
-                                         without a merge, or a session of the same id)
+    StratamemError(Exception)
+    └── StorageError                     base of every error raised by storage itself
+        ├── DatabaseUnavailableError         the database cannot be started or reached: a lost
+        │                                    connection, a server shutting down, too many clients
+        │                                    (worth retrying later)
+        ├── SessionErasedError(LookupError)  a write made from a session's messages found them
+        │                                    erased (``forget`` ran since they were read); nothing
+        │                                    was stored, and retrying cannot store it
+        └── InvalidInputError(ValueError)    the caller's input can never be stored as given: an id
+            │                                that is empty or too long, a lone surrogate, a value
+            │                                that is not JSON, a value the database rejects
+            │                                (retrying the same call cannot succeed)
+            └── ImportConflictError          an import would mix into what the user has (data
+                                             without a merge, or a session of the same id)
 
 A database error that is neither (a bug in a query, a serialization failure) is raised as a
 plain ``StorageError``. No message of these errors carries stored content (the texts of
@@ -26,8 +29,13 @@ after the transaction has been rolled back, so a caller that validates with its 
 type keeps it.
 """
 
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -36,6 +44,7 @@ __all__ = [
     "InvalidInputError",
     "SessionErasedError",
     "StorageError",
+    "StratamemError",
     "describe",
     "shorten",
     "storage_error",
@@ -54,7 +63,11 @@ _INVALID_INPUT_CLASSES = frozenset({"22", "23", "54"})
 MAX_MESSAGE_CHARS = 300
 
 
-class StorageError(Exception):
+class StratamemError(Exception):
+    """Base class of every error stratamem raises on purpose, whatever its layer."""
+
+
+class StorageError(StratamemError):
     """Base class of the errors raised by the storage layer."""
 
 
@@ -88,6 +101,11 @@ def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
     Returns:
         The error to raise (``from error``).
     """
+    # Imported here, not at the top: this module is the error root the pure layers import,
+    # and the translation is only needed once a database error happened.
+    from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
     reason = describe(error)
     unavailable = DatabaseUnavailableError(shorten(f"database unavailable: {reason}"))
     if isinstance(error, PoolTimeoutError | InterfaceError):

@@ -18,7 +18,7 @@ from storage.card_records import Card
 from storage.card_rows import card_of, qualified
 from storage.engine import Database
 from storage.inputs import check_id
-from storage.message_reads import MESSAGES, message_of
+from storage.messages.reads import MESSAGES, message_of
 from storage.records import StoredMessage, SummaryRecord
 from storage.summaries import read_summary
 

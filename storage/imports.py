@@ -21,7 +21,7 @@ from storage.engine import Database
 from storage.errors import ImportConflictError, InvalidInputError
 from storage.inputs import check_id, check_text
 from storage.items import ItemIndexing, ItemKey, encode_item, lock_namespaces, put_item
-from storage.message_appends import insert_messages, message_row
+from storage.messages.appends import insert_messages, message_row
 from storage.records import NewMessage, SummaryKind
 
 __all__ = [

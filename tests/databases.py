@@ -10,7 +10,7 @@ import psutil
 from sqlalchemy import make_url, text
 
 from storage import Database
-from storage.embedded_programs import run_program, server_account
+from storage.embedded.programs import run_program, server_account
 
 
 @contextlib.contextmanager

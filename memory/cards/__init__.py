@@ -1,17 +1,18 @@
 """Long-term memory judgment: card extraction (LLM and rules), supersede decisions, query rewriting.
 
-Pure judgment, no database: ``CardDraft`` is what the card store keeps, ``decide_supersede``
+Pure judgment, no database: ``ExtractedCard`` is what the card store keeps, ``decide_supersede``
 tells it which stored cards a new one replaces, and ``rewrite_query`` turns the user's input
 into a self-contained query for recall. The submodules hold the parts; this package exports
 what the facade and the store use.
 """
 
+from memory.cards.archived_turns import turn_draft
 from memory.cards.dates import ResolvedDate, resolve_date, time_range_of_query
 from memory.cards.extract import CardExtractor, Extraction, ExtractionEvent, RulesFallback
 from memory.cards.model import (
-    CardDraft,
     CardType,
     DatePrecision,
+    ExtractedCard,
     SourceMessage,
     content_hash,
     normalize_text,
@@ -26,15 +27,14 @@ from memory.cards.supersede import (
     task_attribute,
     task_key,
 )
-from memory.cards.turns import turn_draft
 
 __all__ = [
-    "CardDraft",
     "CardExtractor",
     "CardId",
     "CardType",
     "DatePrecision",
     "ExistingCard",
+    "ExtractedCard",
     "Extraction",
     "ExtractionEvent",
     "ResolvedDate",

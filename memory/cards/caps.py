@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memory.cards.model import CardDraft
+from memory.cards.model import ExtractedCard
 from storage import (
     MAX_CARD_KEY_CHARS,
     MAX_CARD_TAG_CHARS,
@@ -49,7 +49,7 @@ class Capped:
         cut: drafts kept with a label cut (topic, tags, subject or attribute).
     """
 
-    cards: tuple[CardDraft, ...]
+    cards: tuple[ExtractedCard, ...]
     over_count: int = 0
     too_long: int = 0
     cut: int = 0
@@ -68,7 +68,7 @@ class Capped:
         )
 
 
-def cap_drafts(drafts: Sequence[CardDraft], *, max_cards: int | None) -> Capped:
+def cap_drafts(drafts: Sequence[ExtractedCard], *, max_cards: int | None) -> Capped:
     """``drafts`` within the bounds (see the module).
 
     Args:
@@ -78,7 +78,7 @@ def cap_drafts(drafts: Sequence[CardDraft], *, max_cards: int | None) -> Capped:
     """
     counted = drafts if max_cards is None else drafts[:max_cards]
     fitting = [draft for draft in counted if len(draft.text) <= MAX_EXTRACTED_TEXT_CHARS]
-    kept: list[CardDraft] = []
+    kept: list[ExtractedCard] = []
     cut = 0
     for draft in fitting:
         bounded = _bounded_labels(draft)
@@ -95,7 +95,7 @@ def cap_label(value: str | None, limit: int) -> str | None:
     return value[:limit].strip() or None
 
 
-def _bounded_labels(draft: CardDraft) -> CardDraft:
+def _bounded_labels(draft: ExtractedCard) -> ExtractedCard:
     labels = (draft.topic, draft.tags, draft.subject, draft.attribute)
     tags = (cap_label(tag, MAX_CARD_TAG_CHARS) for tag in draft.tags[:MAX_CARD_TAGS])
     bounded = (

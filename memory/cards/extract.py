@@ -6,9 +6,9 @@ malformed reply is a failed attempt that is retried and then handed to the fallb
 When every attempt fails, or no model is configured, the rule-based extractor reads the batch
 instead and an event says so: extraction never raises because a model failed.
 
-A fold extracts in the summariser's call instead (``memory.shared_fold``); its reply's cards go
-through the same checks (``drafts_from_reply``) and, when every attempt fails, the same rules
-(``CardExtractor.by_rules``). This extractor reads what no fold read: a session's end.
+A fold extracts in the summariser's call instead (``memory.longterm.summary_and_cards``); its
+reply's cards go through the same checks (``drafts_from_reply``) and, when every attempt fails, the
+same rules (``CardExtractor.by_rules``). This extractor reads what no fold read: a session's end.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.cards.caps import MAX_CARDS_PER_REPLY, cap_drafts
 from memory.cards.claims import refuse_card
-from memory.cards.model import CardDraft, DatePrecision, SourceMessage, normalize_text
+from memory.cards.model import DatePrecision, ExtractedCard, SourceMessage, normalize_text
 from memory.cards.prompts import EXTRACTION_FORMAT, EXTRACTION_INSTRUCTIONS, render_numbered
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import task_attribute
@@ -88,7 +88,7 @@ class Extraction:
         calls: chat model calls made (0 offline).
     """
 
-    cards: tuple[CardDraft, ...]
+    cards: tuple[ExtractedCard, ...]
     method: Literal["llm", "rules"]
     degraded: bool
     model: str | None
@@ -242,7 +242,7 @@ class CardExtractor:
 
 def parse_reply(
     text: str, messages: Sequence[SourceMessage], model: str = "model"
-) -> tuple[CardDraft, ...]:
+) -> tuple[ExtractedCard, ...]:
     """The drafts a model's reply ``{"cards": [...]}`` describes (see ``drafts_from_reply``).
 
     Raises:
@@ -258,7 +258,7 @@ def parse_reply(
 
 def drafts_from_reply(
     reply: object, messages: Sequence[SourceMessage], model: str = "model"
-) -> tuple[CardDraft, ...]:
+) -> tuple[ExtractedCard, ...]:
     """The drafts of an already decoded reply object holding a ``cards`` list.
 
     The same checks as ``parse_reply``, for a reply that carries other parts beside the cards
@@ -285,8 +285,8 @@ def _malformed(error: ValidationError, model: str) -> LLMError:
 
 def _drafts(
     cards: Sequence[ReplyCard], messages: Sequence[SourceMessage], model: str
-) -> tuple[CardDraft, ...]:
-    drafts: dict[str, CardDraft] = {}
+) -> tuple[ExtractedCard, ...]:
+    drafts: dict[str, ExtractedCard] = {}
     for card in cards:
         if any(not 1 <= number <= len(messages) for number in card.source):
             raise LLMError(f"{model}: a card cites a message not in the batch: {card.source}")
@@ -305,7 +305,7 @@ def _drafts(
     return capped.cards
 
 
-def _merged(first: CardDraft, again: CardDraft) -> CardDraft:
+def _merged(first: ExtractedCard, again: ExtractedCard) -> ExtractedCard:
     return replace(
         first,
         source_indices=tuple(dict.fromkeys(first.source_indices + again.source_indices)),
@@ -314,7 +314,7 @@ def _merged(first: CardDraft, again: CardDraft) -> CardDraft:
     )
 
 
-def _draft(card: ReplyCard, sources: list[SourceMessage], model: str) -> CardDraft:
+def _draft(card: ReplyCard, sources: list[SourceMessage], model: str) -> ExtractedCard:
     observed_at = max(message.time for message in sources)
     when = _when(card.occurred_at, observed_at, model)
     attribute = card.attribute and normalize_text(card.attribute)
@@ -322,7 +322,7 @@ def _draft(card: ReplyCard, sources: list[SourceMessage], model: str) -> CardDra
         # Task keys come from the task's words, the same way for the rules and every model,
         # so that "done" finds the open task whoever extracted it.
         attribute = task_attribute(card.text)
-    return CardDraft(
+    return ExtractedCard(
         type=card.type,
         text=card.text,
         observed_at=observed_at,

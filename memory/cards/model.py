@@ -1,6 +1,6 @@
 """What a card is before it is stored: its type, the draft, its normalized text and its hash.
 
-A ``CardDraft`` is what extraction produces and the card store keeps; the store adds the user,
+An ``ExtractedCard`` is what extraction produces and the card store keeps; the store adds the user,
 the session, ids, validity and the embedding. ``normalize_text`` and ``content_hash`` define
 when two cards are the same card (the store's unique key per user), so they are written once,
 here, and used by extraction, supersede decisions and the store alike.
@@ -18,9 +18,9 @@ from typing import Literal
 from memory.context.messages import Role
 
 __all__ = [
-    "CardDraft",
     "CardType",
     "DatePrecision",
+    "ExtractedCard",
     "SourceMessage",
     "content_hash",
     "normalize_text",
@@ -77,7 +77,7 @@ class SourceMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class CardDraft:
+class ExtractedCard:
     """A card ready to be stored: a short self-contained statement with its metadata.
 
     Attributes:

@@ -2,7 +2,7 @@
 
 The card rules and the reply schema are written once (``CARD_RULES``, ``CARD_SCHEMA``, and
 ``CARD_JSON_SCHEMA`` for JSON mode): the extraction-only request and the fold's shared request
-(``memory.shared_fold``) both use them, so the two cannot drift apart.
+(``memory.longterm.summary_and_cards``) both use them, so the two cannot drift apart.
 """
 
 from __future__ import annotations

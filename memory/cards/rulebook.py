@@ -2,7 +2,7 @@
 
 A rule is a pattern and a function from its match to a ``Finding`` (what the card says and
 which attribute it sets). ``memory.cards.rules`` runs the rules over the user's sentences and
-turns findings into ``CardDraft``s with times and sources.
+turns findings into ``ExtractedCard``s with times and sources.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from memory.cards.claims import refuse_card
 from memory.cards.dates import ResolvedDate, resolve_date
 from memory.cards.english import ENGLISH_RULES
 from memory.cards.everyday import EVERYDAY_CHINESE, EVERYDAY_ENGLISH
-from memory.cards.model import CardDraft, SourceMessage, normalize_text
+from memory.cards.model import ExtractedCard, SourceMessage, normalize_text
 from memory.cards.phrasing import (
     absolute_date,
     has_cjk,
@@ -48,7 +48,7 @@ _SMALL_TALK = re.compile(
 )
 
 
-def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
+def extract_by_rules(messages: Iterable[SourceMessage]) -> list[ExtractedCard]:
     """Cards from the user's messages, in order; an identical card is kept once (the first)
     unless it is said again later: the later statement is what makes it current again ("I
     live in Lyon", "I live in Berlin", a day later "I live in Lyon").
@@ -60,7 +60,7 @@ def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
         Drafts with the source message's time as ``observed_at`` and its index and id as the
         sources.
     """
-    drafts: list[CardDraft] = []
+    drafts: list[ExtractedCard] = []
     seen: set[tuple[str, datetime]] = set()
     for message in messages:
         if message.role != "user" or refuse_card(message.text, by="rules"):
@@ -73,7 +73,7 @@ def extract_by_rules(messages: Iterable[SourceMessage]) -> list[CardDraft]:
     return drafts
 
 
-def _read(sentence: str, message: SourceMessage) -> list[CardDraft]:
+def _read(sentence: str, message: SourceMessage) -> list[ExtractedCard]:
     if is_question(sentence):
         return []
     rules = _CHINESE if has_cjk(sentence) else _ENGLISH
@@ -105,7 +105,9 @@ def _event(sentence: str, resolved: ResolvedDate) -> Finding | None:
     return Finding("event", text, "event", attribute=None)
 
 
-def _draft(finding: Finding, resolved: ResolvedDate | None, message: SourceMessage) -> CardDraft:
+def _draft(
+    finding: Finding, resolved: ResolvedDate | None, message: SourceMessage
+) -> ExtractedCard:
     text, attribute = finding.text, finding.attribute
     dated = resolved is not None
     if resolved is not None and resolved.phrase in text:
@@ -118,7 +120,7 @@ def _draft(finding: Finding, resolved: ResolvedDate | None, message: SourceMessa
         text = _with_date_appended(text, resolved)
     else:
         dated = False  # the date belongs to another clause than this card's
-    return CardDraft(
+    return ExtractedCard(
         type=finding.type,
         text=text,
         observed_at=message.time,

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from memory.cards.model import CardDraft, CardType, normalize_text
+from memory.cards.model import CardType, ExtractedCard, normalize_text
 from memory.cards.phrasing import has_cjk
 
 __all__ = [
@@ -146,7 +146,7 @@ def _same_task(new: str, old: str) -> bool:
     return a <= b or b <= a or len(a & b) / len(a | b) >= 0.5
 
 
-def _same_attribute(draft: CardDraft, card: ExistingCard) -> bool:
+def _same_attribute(draft: ExtractedCard, card: ExistingCard) -> bool:
     if draft.attribute is None or card.attribute is None or draft.subject != card.subject:
         return False
     if draft.attribute.startswith(TASK_PREFIX) and card.attribute.startswith(TASK_PREFIX):
@@ -154,7 +154,7 @@ def _same_attribute(draft: CardDraft, card: ExistingCard) -> bool:
     return draft.attribute == card.attribute
 
 
-def decide_supersede(draft: CardDraft, existing: Iterable[ExistingCard]) -> SupersedeDecision:
+def decide_supersede(draft: ExtractedCard, existing: Iterable[ExistingCard]) -> SupersedeDecision:
     """Decide whether ``draft`` duplicates a stored card and which stored cards it closes.
 
     Args:

@@ -3,7 +3,7 @@
 Everything goes through the public API, as an application would use it
 (``memory.cli.eval_locomo``): the conversations are recorded and archived, then every
 question is asked with ``Memory.prepare`` once per token budget, and the memories of the
-prompt are scored (``memory.evaluation_budgets``) beside turn-level BM25 and MiniLM baselines.
+prompt are scored (``memory.eval.equal_budgets``) beside turn-level BM25 and MiniLM baselines.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from memory.cli.eval_locomo import (
     user_id_of,
 )
 from memory.cli.eval_updates import register_updates
-from memory.evaluation import Conversation, LocomoFormatError, load_locomo
-from memory.evaluation_budgets import BUDGETS
+from memory.eval.equal_budgets import BUDGETS
+from memory.eval.locomo import Conversation, LocomoFormatError, load_locomo
 from retrieval import Embedder, OnnxEmbedder
 
 __all__ = [

@@ -11,7 +11,7 @@ new session, once per token budget (``cards.max_tokens``) and once with ``cards.
 the memories scored are the ones the prompt carries, merged and gated as recall sends them.
 Their sources come from the report (``RecalledCard.message_ids``, mapped to dialog ids
 through ``Memory.history``). Turn-level baselines (BM25, MiniLM, both fused) are scored on the
-same budgets (``memory.evaluation_budgets``).
+same budgets (``memory.eval.equal_budgets``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from rich.progress import Progress
 
 from memory.context.parts import MEMORIES_HEADER, quote_memory
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
-from memory.evaluation import Conversation, Recalled, Session
-from memory.evaluation_budgets import (
+from memory.eval.equal_budgets import (
     BudgetRow,
     BudgetScore,
     TurnBaselines,
@@ -39,6 +38,7 @@ from memory.evaluation_budgets import (
     summarize_budgets,
     turn_results,
 )
+from memory.eval.locomo import Conversation, Recalled, Session
 from memory.facade import Memory
 from memory.settings import Settings
 from retrieval import Embedder, day_label

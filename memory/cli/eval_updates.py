@@ -1,13 +1,13 @@
 """``stratamem eval updates``: does the current value of a changed fact reach the prompt first?
 
-Everything goes through the public API, as an application would use it, with the offline
-defaults a user gets (MiniLM, rules extraction, no LLM), or with ``--chat prose`` a chat model
-whose every reply is prose where JSON was asked for (the rules take over). Each user's sessions
-are recorded with their dates (``memory.eval_updates.session_messages``) and ended; the worker
-runs until idle; then each question is asked with ``prepare`` in a new session at the user's
-``ask_date``, and ``memory.eval_updates`` scores the context built for it. After a user's
-sessions are stored, the supersede chains of their cards are checked: no cycle, one current
-card per fact (``memory.cards.chain_problems``).
+Everything goes through the public API, as an application would use it, with the offline defaults a
+user gets (MiniLM, rules extraction, no LLM), or with ``--chat prose`` a chat model whose every
+reply is prose where JSON was asked for (the rules take over). Each user's sessions are recorded
+with their dates (``memory.eval.knowledge_updates.session_messages``) and ended; the worker runs
+until idle; then each question is asked with ``prepare`` in a new session at the user's
+``ask_date``, and ``memory.eval.knowledge_updates`` scores the context built for it. After a user's
+sessions are stored, the supersede chains of their cards are checked: no cycle, one current card per
+fact (``memory.cards.chain_problems``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rich.table import Table
 from memory.cards.supersede import ChainLink, chain_problems
 from memory.chat_models import ChatModel, Completion, ReplyFormat
 from memory.cli.base import EXIT_OK, CommandError, Subcommands, whole_number
-from memory.eval_updates import (
+from memory.eval.knowledge_updates import (
     QuestionScore,
     ScoreRow,
     UpdatesFormatError,

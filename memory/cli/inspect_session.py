@@ -15,7 +15,7 @@ from memory.context.cut import preview
 from memory.context.messages import Message
 from memory.errors import InvalidHistoryError
 from memory.facade import Memory
-from memory.longterm import default_embedder
+from memory.longterm.long_term_memory import default_embedder
 from memory.settings import Settings
 from storage import CardFilter, CardStore, Database, StoredMessage
 

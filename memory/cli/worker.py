@@ -16,7 +16,7 @@ from memory.cli.base import (
     log_warnings_to_stderr,
 )
 from memory.facade import Memory
-from memory.worker import SHUTDOWN_GRACE_SECONDS
+from memory.jobs.worker import SHUTDOWN_GRACE_SECONDS
 from storage import DatabaseUnavailableError
 
 __all__ = ["register_worker"]

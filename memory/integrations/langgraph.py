@@ -52,7 +52,7 @@ from langgraph.store.base import (
 
 from memory.errors import ConfigurationError
 from memory.facade import Memory
-from memory.items import ItemWrite, StoredItem
+from memory.longterm.items import ItemWrite, StoredItem
 
 __all__ = ["StratamemStore"]
 

@@ -3,7 +3,7 @@
 A client that resends its whole history sends a message memory refused on every later
 request too; refused, it would turn memory off for the rest of the conversation. So before
 the messages are compared with the stored ones and stored, two things are repaired, as cards
-already are (``memory.archiving``):
+already are (``memory.longterm.archiving``):
 
 - a lone surrogate (half of a UTF-16 pair, which no UTF-8 database or upstream can take) in
   any string of any message becomes U+FFFD;
@@ -28,7 +28,7 @@ from typing import Any
 from memory.context.cut import cut_marker, cut_to_tokens
 from memory.context.messages import Message
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from memory.intake import CLIENT_KEYS
+from memory.session.incoming import CLIENT_KEYS
 
 __all__ = ["Mender"]
 

@@ -59,7 +59,7 @@ class Consolidator:
         self._summaries = summaries
         self._summarizer = summarizer
         #: How one fold is summarised: the summariser alone, or a step that does more with
-        #: the same model call (``memory.shared_fold``: the fold's cards too).
+        #: the same model call (``memory.longterm.summary_and_cards``: the fold's cards too).
         self._step = step
         self.policy = policy
         # A model reads each step: bound its prompt. A raw archive (no model) needs no bound.

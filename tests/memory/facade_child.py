@@ -15,8 +15,8 @@ from typing import Any
 from child_process import say, wait_for_go, wait_for_line
 from sqlalchemy import event
 
-import memory.writer
-import storage.sessions
+import memory.session.writer
+import storage.messages.store
 from memory import Memory, Settings, validate_history
 from storage import Database, NewMessage, StoredMessage
 
@@ -124,25 +124,25 @@ def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: st
         signal.pause()
 
     if stage == "statement":
-        append = storage.sessions.run_append
+        append = storage.messages.store.run_append
 
         def pause_then_append(*args: Any) -> list[StoredMessage]:
             pause()
             return append(*args)
 
-        storage.sessions.run_append = pause_then_append
+        storage.messages.store.run_append = pause_then_append
     else:
-        storage.sessions.MessageStore.append_after_closed_tail = (  # type: ignore[method-assign]
+        storage.messages.store.MessageStore.append_after_closed_tail = (  # type: ignore[method-assign]
             lambda *_, **__: None
         )
     if stage == "validate":
-        check = memory.writer._check_structure
+        check = memory.session.writer._check_structure
 
         def check_then_pause(tail: list[StoredMessage], batch: list[NewMessage]) -> None:
             check(tail, batch)
             pause()
 
-        memory.writer._check_structure = check_then_pause
+        memory.session.writer._check_structure = check_then_pause
     elif stage == "commit":
         event.listen(database.engine, "commit", lambda connection: pause())
     mem.record(user_id=user_id, session_id=session_id, messages=batch(int(count)))

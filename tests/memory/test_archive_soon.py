@@ -17,7 +17,7 @@ from sqlalchemy import text
 from wire_trace import wire_trace
 
 from memory import Memory, Settings
-from memory.queued import QueuedArchiving
+from memory.session.queued_jobs import QueuedArchiving
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import ArchiveMarks, Database
 

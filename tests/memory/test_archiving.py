@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-import memory.archiving
+import memory.longterm.archiving
 from memory import Memory, Settings
-from memory.archiving import TURN_MESSAGE_CHARS, TURN_NEIGHBOUR_CHARS
-from memory.longterm import LongTermMemory
+from memory.longterm.archiving import TURN_MESSAGE_CHARS, TURN_NEIGHBOUR_CHARS
+from memory.longterm.long_term_memory import LongTermMemory
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import MAX_CARD_TEXT_CHARS, ArchiveMarks, Card, CardFilter, Database, StoredMessage
 
@@ -87,7 +87,7 @@ def test_a_message_archived_again_with_new_neighbours_keeps_its_one_turn_card(
 def test_a_long_session_is_archived_in_bounded_steps_each_moving_the_mark(
     mem: Memory, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory.archiving, "ARCHIVE_BATCH_MESSAGES", 20)
+    monkeypatch.setattr(memory.longterm.archiving, "ARCHIVE_BATCH_MESSAGES", 20)
     talk(mem, user_id, range(25))  # 50 messages
     longterm = longterm_of(mem)
     reads: list[int] = []
@@ -115,7 +115,7 @@ def test_a_long_session_is_archived_in_bounded_steps_each_moving_the_mark(
 def test_a_failure_midway_loses_only_its_step_and_the_retry_doubles_nothing(
     mem: Memory, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory.archiving, "ARCHIVE_BATCH_MESSAGES", 20)
+    monkeypatch.setattr(memory.longterm.archiving, "ARCHIVE_BATCH_MESSAGES", 20)
     talk(mem, user_id, range(25))
     longterm = longterm_of(mem)
     write = longterm._writer.write

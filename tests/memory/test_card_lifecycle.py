@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from memory import Memory, Settings
-from memory.card_lifecycle import CardWriter
+from memory.longterm.card_lifecycle import CardWriter
 from retrieval import MINILM_NAME, CardDraft, CardIndex, HashingEmbedder
 from storage import Card, CardFilter, CardStore, Database
 
@@ -104,7 +104,7 @@ def test_a_pinned_card_is_never_superseded_and_the_conflict_is_logged(
     [berlin] = writer.write(user_id, [city("User lives in Berlin", 1)])
     index.store.set_pinned(user_id, berlin.id, True)
 
-    with caplog.at_level(logging.WARNING, logger="memory.card_lifecycle"):
+    with caplog.at_level(logging.WARNING, logger="memory.longterm.card_lifecycle"):
         [lisbon] = writer.write(user_id, [city("User lives in Lisbon", 2)])
 
     cards = everything(index, user_id)

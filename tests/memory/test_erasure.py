@@ -24,8 +24,8 @@ from fake_openai import FakeOpenAI, Hang
 from sqlalchemy import text
 
 from memory import Memory, Settings
-from memory.items import ItemWrite
 from memory.llm import OpenAIChatModel
+from memory.longterm.items import ItemWrite
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import ArchiveMarks, Database, SessionErasedError
 

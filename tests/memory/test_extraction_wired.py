@@ -27,7 +27,7 @@ from fake_openai import Behaviour, FakeOpenAI, Hang, Reply, Status
 from memory import Memory, Settings
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
 from memory.llm import OpenAIChatModel
-from memory.shared_fold import FOLD_INSTRUCTIONS
+from memory.longterm.summary_and_cards import FOLD_INSTRUCTIONS
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import (
     MAX_CARD_TAGS,
@@ -267,7 +267,7 @@ def test_a_model_city_update_supersedes_the_old_city(
 def test_a_long_range_is_extracted_in_bounded_batches(
     make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
 ) -> None:
-    from memory.archiving import EXTRACTION_BATCH_MESSAGES
+    from memory.longterm.archiving import EXTRACTION_BATCH_MESSAGES
 
     mem = make_memory()
     server.responder = lambda body: Reply(cards_json())
@@ -319,7 +319,7 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     wired_database: Database,
     user_id: str,
 ) -> None:
-    from memory.archiving import EXTRACTION_BATCH_MESSAGES
+    from memory.longterm.archiving import EXTRACTION_BATCH_MESSAGES
 
     marks = ArchiveMarks(wired_database)
     mem = make_memory()
@@ -382,7 +382,7 @@ def test_a_process_killed_mid_archive_then_the_session_goes_on_gets_no_second_tu
     wired_database: Database,
     user_id: str,
 ) -> None:
-    from memory.archiving import EXTRACTION_BATCH_MESSAGES
+    from memory.longterm.archiving import EXTRACTION_BATCH_MESSAGES
 
     mem = make_memory()
     for index in range(EXTRACTION_BATCH_MESSAGES):  # two extraction batches

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-import storage.sessions
+import storage.messages.store
 from memory import (
     Budget,
     BudgetError,
@@ -33,7 +33,7 @@ from memory import (
 )
 from memory.testing import ScriptedChatModel
 from storage import Database, MessageStore, NewMessage, StoredMessage
-from storage.sessions import WindowRead
+from storage.messages.store import WindowRead
 
 #: A window small enough that a few dozen messages overflow it.
 SMALL_WINDOW = {"context_window": 1_500, "max_output": 300}
@@ -331,14 +331,14 @@ def message_rows(facade_database: Database, monkeypatch: pytest.MonkeyPatch) -> 
         ):
             rows.append(cursor.rowcount)
 
-    run_window_statement = storage.sessions.run_window_statement
+    run_window_statement = storage.messages.store.run_window_statement
 
     def count_window(*args: Any) -> Any:
         read = run_window_statement(*args)
         rows.append(len(read.recent) + (read.input is not None))
         return read
 
-    monkeypatch.setattr(storage.sessions, "run_window_statement", count_window)
+    monkeypatch.setattr(storage.messages.store, "run_window_statement", count_window)
     event.listen(facade_database.engine, "after_cursor_execute", count)
     yield rows
     event.remove(facade_database.engine, "after_cursor_execute", count)

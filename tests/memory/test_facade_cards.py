@@ -23,7 +23,7 @@ from memory import (
     PinBudgetError,
     Settings,
 )
-from memory.longterm import default_embedder
+from memory.longterm.long_term_memory import default_embedder
 from memory.settings import CardSettings
 from retrieval import MINILM_NAME, HashingEmbedder, OnnxEmbedder
 from storage import Database, InvalidInputError

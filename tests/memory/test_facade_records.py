@@ -29,7 +29,7 @@ from memory import (
     Settings,
     ToolCallInterruptedError,
 )
-from memory.intake import METADATA_MAX_DEPTH
+from memory.session.incoming import METADATA_MAX_DEPTH
 from storage import Database
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from memory import Memory, Message, Settings, TiktokenCounter
 from memory.context.assembler import assemble
-from memory.preparing import _named_by_seq
-from memory.recent import RecentWindow
+from memory.session.preparing import _named_by_seq
+from memory.session.recent import RecentWindow
 from storage import Database, StoredMessage
 
 

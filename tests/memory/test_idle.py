@@ -19,8 +19,8 @@ from databases import own_database
 from sqlalchemy import event, text
 
 from memory import Memory, Settings
-from memory.idle import IdleSessions
-from memory.worker import CARDS, END_OF_SESSION
+from memory.jobs.idle_work import IdleSessions
+from memory.jobs.worker import CARDS, END_OF_SESSION
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import ArchiveMarks, Database, JobQueue
 

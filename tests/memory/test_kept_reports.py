@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from memory import ConfigurationError, Memory, Settings
 from memory.context.report import ContextReport, LayerTokens, MessageRef
-from memory.kept_reports import ReportKeeper
+from memory.session.kept_reports import ReportKeeper
 from memory.settings import ReportSettings
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database
@@ -142,7 +142,7 @@ def test_a_batch_the_database_refuses_is_counted_and_logged_without_content(
     secret = "my PIN is 4711"
     bad_user = "\x00" + secret  # an id storage refuses
 
-    with caplog.at_level(logging.WARNING, logger="memory.kept_reports"):
+    with caplog.at_level(logging.WARNING, logger="memory.session.kept_reports"):
         keeper.keep(bad_user, secret, report_at(1, 1))
         keeper.flush()
 

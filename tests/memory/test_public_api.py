@@ -29,6 +29,7 @@ EXPECTED = {
     "Forgotten",
     "ImportConflictError",
     "InterruptedCall",
+    "InvalidArgumentError",
     "InvalidHistoryError",
     "InvalidInputError",
     "JobSettings",

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-import memory.queued
+import memory.session.queued_jobs
 from memory import Memory, Settings
-from memory.queued import QueuedConsolidations
+from memory.session.queued_jobs import QueuedConsolidations
 from storage import Database
 
 
@@ -72,7 +72,7 @@ def job_inserts(database: Database) -> Iterator[list[str]]:
 def test_requests_past_the_trigger_queue_one_job_until_the_summary_moves(
     database: Database, job_inserts: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory.queued, "monotonic", Clock())  # time stands still
+    monkeypatch.setattr(memory.session.queued_jobs, "monotonic", Clock())  # time stands still
     mem = Memory(
         database,
         Settings(

@@ -16,9 +16,9 @@ from sqlalchemy import event
 from memory.context.assembler import assemble
 from memory.context.messages import Message
 from memory.context.tokens import TiktokenCounter
-from memory.recent import RecentMessages, WindowCounter
+from memory.session.recent import RecentMessages, WindowCounter
 from storage import MessageStore, NewMessage, StoredMessage, SummaryStore
-from storage.sessions import WindowRead
+from storage.messages.store import WindowRead
 
 #: The counter of the windows' own counts (``RecentWindow.counts``).
 COUNTER = TiktokenCounter()

@@ -24,14 +24,14 @@ from memory.cards.prompts import CARD_JSON_SCHEMA
 from memory.context.messages import Message, parse_messages
 from memory.context.tokens import TiktokenCounter
 from memory.llm import OpenAIChatModel
-from memory.settings import SummarySettings
-from memory.shared_fold import (
+from memory.longterm.summary_and_cards import (
     FOLD_FORMAT,
     FOLD_INSTRUCTIONS,
     PROSE_PAUSE_FOLDS,
     FoldLine,
     SharedFold,
 )
+from memory.settings import SummarySettings
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent
 from memory.summary.transcript import INSTRUCTIONS
 

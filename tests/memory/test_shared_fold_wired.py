@@ -25,7 +25,7 @@ from sqlalchemy import text
 from memory import Memory, Settings
 from memory.cards.prompts import EXTRACTION_INSTRUCTIONS
 from memory.llm import OpenAIChatModel
-from memory.shared_fold import FOLD_INSTRUCTIONS
+from memory.longterm.summary_and_cards import FOLD_INSTRUCTIONS
 from memory.summary.transcript import INSTRUCTIONS
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import ArchiveMarks, Card, CardFilter, Database

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.card_lifecycle import CardWriter
 from memory.cards.model import SourceMessage
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import ChainLink, chain_problems
+from memory.longterm.card_lifecycle import CardWriter
 from retrieval import MINILM_NAME, CardDraft, CardIndex, HashingEmbedder
 from storage import CardFilter, CardStore, Database
 

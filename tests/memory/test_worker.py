@@ -25,7 +25,7 @@ from sqlalchemy import text
 
 from memory import Memory, Settings
 from memory.cli import main
-from memory.worker import Worker
+from memory.jobs.worker import Worker
 from storage import Database, DatabaseUnavailableError, Job, JobQueue
 
 #: A bound for waits on things that happen within a second; reached only when a test fails.
@@ -90,7 +90,7 @@ def test_the_worker_survives_a_database_restart_and_runs_the_job_again(
     stop = threading.Event()
     queue.enqueue("test", "u", "s")
     thread = threading.Thread(target=worker.run, args=(stop,))
-    with caplog.at_level(logging.WARNING, logger="memory.worker"):
+    with caplog.at_level(logging.WARNING, logger="memory.jobs.worker"):
         thread.start()
         try:
             wait_until(lambda: worker.database_errors >= 5, "the worker has retried a while")
@@ -179,7 +179,7 @@ def test_a_stale_claim_is_left_to_the_worker_that_took_the_job_over(
     worker = Worker(queue, {kind: lambda job: ran.append(job.id)})
     queue.enqueue(kind, "u", f"s-{uuid.uuid4()}")
 
-    with caplog.at_level(logging.WARNING, logger="memory.worker"):
+    with caplog.at_level(logging.WARNING, logger="memory.jobs.worker"):
         assert worker.run_once()
         assert not worker.run_once()  # nothing left to claim, nothing left to settle
 
@@ -327,7 +327,7 @@ def test_the_worker_process_reports_an_outage_once_and_carries_on(
         if child.poll() is None:
             child.kill()
 
-    assert "ERROR memory.worker: database unavailable" in outage
+    assert "ERROR memory.jobs.worker: database unavailable" in outage
     assert "reachable again" in back  # one line per outage, not one per retry
     assert "database unavailable" not in rest
     assert child.returncode == 0
@@ -374,7 +374,7 @@ def test_a_failing_idle_task_is_logged_and_the_jobs_go_on(
 
     worker = Worker(queue, {kind: lambda job: ran.append(job.id)}, on_idle=broken_sweep)
     queue.enqueue(kind, "u", f"s-{uuid.uuid4()}")
-    with caplog.at_level(logging.ERROR, logger="memory.worker"):
+    with caplog.at_level(logging.ERROR, logger="memory.jobs.worker"):
         worker.run(threading.Event(), until_idle=True)
 
     assert len(ran) == 1

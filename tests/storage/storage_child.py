@@ -18,7 +18,7 @@ from sqlalchemy import event, text
 from storage_samples import written
 
 from storage import Database, MessageStore
-from storage.embedded_install import shared_copy
+from storage.embedded.install import shared_copy
 
 
 def append(data_dir: str, user_id: str, session_id: str, writer: str, count: str) -> None:

@@ -43,6 +43,7 @@ def test_public_names() -> None:
         "SessionErasedError",
         "StorageError",
         "StoredMessage",
+        "StratamemError",
         "SummaryKind",
         "SummaryRecord",
         "SummaryStore",

@@ -26,7 +26,8 @@ from child_process import Child, Spawn
 from sqlalchemy import text
 from storage_samples import user
 
-from storage import Database, DatabaseUnavailableError, MessageStore, embedded_programs
+from storage import Database, DatabaseUnavailableError, MessageStore
+from storage.embedded import programs as embedded_programs
 from storage.engine import stop_embedded
 
 CHILD = Path(__file__).with_name("storage_child.py")

@@ -18,8 +18,9 @@ from child_process import Child, Spawn
 from databases import postmaster
 from sqlalchemy import text
 
-from storage import Database, DatabaseUnavailableError, embedded_programs
-from storage.embedded_install import PROGRAM_FOLDERS, UnsafeFolderError, shared_copy
+from storage import Database, DatabaseUnavailableError
+from storage.embedded import programs as embedded_programs
+from storage.embedded.install import PROGRAM_FOLDERS, UnsafeFolderError, shared_copy
 
 CHILD = Path(__file__).with_name("storage_child.py")
 
@@ -207,7 +208,7 @@ def test_without_a_copy_the_programs_run_from_where_pgserver_put_them(
     owned_by_nobody(copies)
 
     with (
-        caplog.at_level(logging.WARNING, logger="storage.embedded_programs"),
+        caplog.at_level(logging.WARNING, logger="storage.embedded.programs"),
         Database.open(None, data_dir=fresh_data_dir) as database,
     ):
         assert database.data_folder is not None

@@ -10,7 +10,7 @@ from databases import own_database
 from sqlalchemy import text
 
 from storage import Database, InvalidInputError, Job, JobQueue
-from storage.jobs import MAX_ERROR_CHARS
+from storage.job_queue import MAX_ERROR_CHARS
 
 
 @pytest.fixture

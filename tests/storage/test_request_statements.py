@@ -20,7 +20,7 @@ from storage import (
     StorageError,
 )
 from storage.driver import driver_autocommit
-from storage.request_statements import WINDOW, run_window_statement
+from storage.messages.request_statements import WINDOW, run_window_statement
 
 
 @pytest.fixture

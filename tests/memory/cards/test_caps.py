@@ -10,14 +10,14 @@ from memory.cards.caps import (
     cap_drafts,
     cap_label,
 )
-from memory.cards.model import CardDraft
+from memory.cards.model import ExtractedCard
 from storage import MAX_CARD_TAG_CHARS, MAX_CARD_TAGS, MAX_CARD_TOPIC_CHARS
 
 SAID = datetime(2024, 5, 6, 9, tzinfo=UTC)
 
 
-def draft(text: str, **fields: object) -> CardDraft:
-    return CardDraft(type="fact", text=text, observed_at=SAID, **fields)  # type: ignore[arg-type]
+def draft(text: str, **fields: object) -> ExtractedCard:
+    return ExtractedCard(type="fact", text=text, observed_at=SAID, **fields)  # type: ignore[arg-type]
 
 
 def test_drafts_within_the_bounds_pass_unchanged() -> None:

@@ -5,7 +5,7 @@ import types
 import memory.cards
 
 EXPECTED = {
-    "CardDraft",
+    "ExtractedCard",
     "CardExtractor",
     "CardId",
     "CardType",

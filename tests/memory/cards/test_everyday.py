@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.cards.model import CardDraft, SourceMessage
+from memory.cards.model import ExtractedCard, SourceMessage
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import ExistingCard, decide_supersede
 
 SAID = datetime(2025, 3, 12, 9, tzinfo=UTC)
 
 
-def only(text: str) -> CardDraft:
+def only(text: str) -> ExtractedCard:
     drafts = extract_by_rules([SourceMessage("user", text, SAID, 0, "m0")])
     assert len(drafts) == 1, (text, [draft.text for draft in drafts])
     return drafts[0]

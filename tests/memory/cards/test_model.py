@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.cards.model import CardDraft, content_hash, normalize_text
+from memory.cards.model import ExtractedCard, content_hash, normalize_text
 
 SAID = datetime(2023, 5, 10, 12, tzinfo=UTC)
 
@@ -40,18 +40,18 @@ def test_the_hash_is_the_same_for_the_same_normalized_text_only() -> None:
 
 
 def test_a_draft_knows_its_hash_and_key() -> None:
-    draft = CardDraft("profile", "User lives in Porto.", SAID, subject="user", attribute="city")
+    draft = ExtractedCard("profile", "User lives in Porto.", SAID, subject="user", attribute="city")
 
     assert draft.content_hash == content_hash("user lives in porto")
     assert draft.key == ("user", "city")
-    assert CardDraft("fact", "x", SAID).key is None
+    assert ExtractedCard("fact", "x", SAID).key is None
 
 
 def test_a_draft_is_frozen_and_checked() -> None:
-    draft = CardDraft("fact", "x", SAID)
+    draft = ExtractedCard("fact", "x", SAID)
     with pytest.raises(AttributeError):
         draft.text = "y"  # type: ignore[misc]
     with pytest.raises(ValueError, match="needs a text"):
-        CardDraft("fact", "  ", SAID)
+        ExtractedCard("fact", "  ", SAID)
     with pytest.raises(ValueError, match="go together"):
-        CardDraft("event", "x", SAID, occurred_at=SAID)
+        ExtractedCard("event", "x", SAID, occurred_at=SAID)

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memory.cards.model import CardDraft, SourceMessage
+from memory.cards.model import ExtractedCard, SourceMessage
 from memory.cards.rules import extract_by_rules
 from memory.cards.supersede import ExistingCard, decide_supersede
 
@@ -21,7 +21,7 @@ def said(text: str, role: str = "user", index: int = 0) -> SourceMessage:
     return SourceMessage(role, text, SAID, index, f"client-{index}")
 
 
-def only(text: str) -> CardDraft:
+def only(text: str) -> ExtractedCard:
     drafts = extract_by_rules([said(text)])
     assert len(drafts) == 1, [draft.text for draft in drafts]
     return drafts[0]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.cards.model import CardDraft, CardType
+from memory.cards.model import CardType, ExtractedCard
 from memory.cards.supersede import (
     ExistingCard,
     SupersedeDecision,
@@ -23,8 +23,8 @@ SAID = datetime(2023, 5, 10, 12, tzinfo=UTC)
 
 def draft(
     text: str, attribute: str | None, *, subject: str = "user", type: CardType = "profile"
-) -> CardDraft:
-    return CardDraft(type, text, SAID, subject=subject, attribute=attribute)
+) -> ExtractedCard:
+    return ExtractedCard(type, text, SAID, subject=subject, attribute=attribute)
 
 
 PORTO = ExistingCard(1, "user", "city", "profile", "User lives in Porto")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from memory.cards.archived_turns import turn_draft
 from memory.cards.model import SourceMessage
 from memory.cards.supersede import ExistingCard, decide_supersede
-from memory.cards.turns import turn_draft
 
 SAID = datetime(2023, 5, 10, 15, tzinfo=UTC)
 

@@ -131,7 +131,7 @@ def test_a_worker_with_other_settings_does_the_fold_the_app_would_have_done(
             if context.report.tokens.window + context.report.tokens.input > trigger:
                 break  # a job is queued; the window still fits, so nothing was archived yet
         assert mem.summary(user_id=user_id, session_id=session_id) is None
-        caplog.set_level(logging.INFO, logger="memory.jobs")
+        caplog.set_level(logging.INFO, logger="memory.jobs.consolidation")
 
         assert main(["worker", "--until-idle"]) == 0
 

@@ -15,7 +15,7 @@ from memory import Memory, Settings
 from memory.cli import main
 from memory.cli.eval_locomo import memory_tokens
 from memory.context.tokens import TiktokenCounter
-from memory.evaluation import (
+from memory.eval.locomo import (
     Conversation,
     LocomoFormatError,
     Question,

@@ -14,7 +14,7 @@ import pytest
 
 import memory.cli.eval_updates as updates_cli
 from memory.cli import main
-from memory.eval_updates import (
+from memory.eval.knowledge_updates import (
     MESSAGE_GAP,
     QuestionScore,
     UpdateQuestion,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memory.cli import build_parser
 from memory.cli.chat import HELP
-from memory.worker import SHUTDOWN_GRACE_SECONDS
+from memory.jobs.worker import SHUTDOWN_GRACE_SECONDS
 
 OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
 

@@ -22,7 +22,7 @@ from fake_openai import FakeOpenAI, Hang, Reply
 from sqlalchemy import text
 
 from memory import Memory, Settings
-from memory.worker import SHUTDOWN_GRACE_SECONDS
+from memory.jobs.worker import SHUTDOWN_GRACE_SECONDS
 from storage import Database
 
 ROOT = Path(__file__).resolve().parents[3]

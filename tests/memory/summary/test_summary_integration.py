@@ -24,8 +24,8 @@ from memory import AssembledContext, Memory, Settings, SummaryState
 from memory.context.parts import quote_summary
 from memory.context.tokens import TiktokenCounter
 from memory.context.units import validate_history
-from memory.intake import parse_input
 from memory.llm import OpenAIChatModel
+from memory.session.incoming import parse_input
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import SummaryEvent
 from storage import Database, SummaryRecord, SummaryStore

@@ -14,8 +14,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from memory.cards import CardDraft as JudgedDraft
-from memory.cards import ExistingCard, decide_supersede
+from memory.cards import ExistingCard, ExtractedCard, decide_supersede
 from memory.cards.supersede import TASK_PREFIX
 from retrieval import CardDraft, CardIndex
 from storage import Card
@@ -88,7 +87,7 @@ class CardWriter:
         turns back on itself.
         """
         store = self._index.store
-        judged = JudgedDraft(
+        judged = ExtractedCard(
             type=draft.type,
             text=draft.text,
             observed_at=said,

@@ -1,6 +1,6 @@
 """Reads of the messages table (rows by seq range, a session's last seq, the tail's token sum)
 and the record a row becomes: apart from ``MessageStore`` because its appends
-(``storage.message_appends``) build on them too."""
+(``storage.messages.appends``) build on them too."""
 
 from typing import Any
 

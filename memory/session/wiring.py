@@ -11,18 +11,18 @@ from memory.context.budget import Budget, plan_budget
 from memory.context.messages import Message
 from memory.context.tokens import REPLY_PRIMING_TOKENS, TiktokenCounter, TokenCounter
 from memory.errors import ContextOverflowError
-from memory.items import Items
-from memory.jobs import ConsolidationJobs, WorkerRun
+from memory.jobs.consolidation import ConsolidationJobs, WorkerRun
+from memory.jobs.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler
 from memory.llm import ChatModel, OpenAIChatModel
-from memory.longterm import LongTermMemory, default_embedder
-from memory.queued import QueuedArchiving, QueuedConsolidations
-from memory.recent import RecentMessages, RecentWindow
+from memory.longterm.items import Items
+from memory.longterm.long_term_memory import LongTermMemory, default_embedder
+from memory.session.queued_jobs import QueuedArchiving, QueuedConsolidations
+from memory.session.recent import RecentMessages, RecentWindow
+from memory.session.writer import SessionWriter
 from memory.settings import Settings
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import Summarizer, SummaryEvent
-from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler
-from memory.writer import SessionWriter
 from retrieval import Embedder
 from retrieval.items import ItemIndex
 from storage import (
@@ -112,8 +112,9 @@ class Parts:
             self.consolidations.run(job, log)
             if longterm is not None:
                 # What the fold took out of the window became cards in its summariser call
-                # (``memory.shared_fold``); this archives what no such call covered (a fold
-                # without a model, messages before it), and is one query when there is none.
+                # (``memory.longterm.summary_and_cards``); this archives what no such call
+                # covered (a fold without a model, messages before it), and is one query when
+                # there is none.
                 summary = self.summaries.get(job.user_id, job.session_id)
                 if summary is not None:
                     longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)

@@ -9,12 +9,12 @@ filters find "I went to Lisbon last May" under May.
 from __future__ import annotations
 
 from memory.cards.dates import resolve_date
-from memory.cards.model import CardDraft, SourceMessage
+from memory.cards.model import ExtractedCard, SourceMessage
 
 __all__ = ["turn_draft"]
 
 
-def turn_draft(message: SourceMessage) -> CardDraft | None:
+def turn_draft(message: SourceMessage) -> ExtractedCard | None:
     """The ``turn`` card of one message; ``None`` for a message without text.
 
     Two turns with the same text (``ok``) have one content hash: the store keeps one card and
@@ -24,7 +24,7 @@ def turn_draft(message: SourceMessage) -> CardDraft | None:
     if not text:
         return None
     resolved = resolve_date(text, message.time)
-    return CardDraft(
+    return ExtractedCard(
         type="turn",
         text=text,
         observed_at=message.time,

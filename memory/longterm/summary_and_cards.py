@@ -37,15 +37,15 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any
 
-from memory.archiving import source_message
-from memory.cards import CardDraft, CardExtractor, Extraction, SourceMessage
+from memory.cards import CardExtractor, ExtractedCard, Extraction, SourceMessage
 from memory.cards.extract import drafts_from_reply
 from memory.cards.prompts import CARD_JSON_SCHEMA, CARD_RULES, CARD_SCHEMA
 from memory.context.messages import Message
 from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import LLMError
 from memory.llm import LLMChain, LLMChainFailed, LLMEvent, ReplyFormat, json_text
-from memory.longterm import LongTermMemory
+from memory.longterm.archiving import source_message
+from memory.longterm.long_term_memory import LongTermMemory
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent, SummaryResult
 from memory.summary.transcript import SUMMARY_RULES, render_fold_transcript, summary_material
 from storage import StoredMessage
@@ -136,7 +136,7 @@ class _Parts:
     """The good part of each kind seen so far: the latest valid summary and cards."""
 
     summary: tuple[str, str] | None = None  # (text, model)
-    cards: tuple[tuple[CardDraft, ...], str] | None = None  # (drafts, model)
+    cards: tuple[tuple[ExtractedCard, ...], str] | None = None  # (drafts, model)
 
 
 class SharedFold:
@@ -273,7 +273,7 @@ class SharedFold:
         limit: int,
         sources: Sequence[SourceMessage],
         good: _Parts,
-    ) -> tuple[str, tuple[CardDraft, ...]]:
+    ) -> tuple[str, tuple[ExtractedCard, ...]]:
         """Both parts of a reply, or ``LLMError`` naming what was wrong (good parts kept)."""
         try:
             reply = json.loads(json_text(text, model))

@@ -1,6 +1,7 @@
 """The statements of ``MessageStore.append``'s transaction (lock the session, find the client ids
 stored already, load the open tail, insert the batch): the general write path's SQL, apart from
-the store's methods as the request path's one statement is (``storage.request_statements``)."""
+the store's methods as the request path's one statement is
+(``storage.messages.request_statements``)."""
 
 from collections import Counter
 from typing import Any
@@ -11,7 +12,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
-from storage.message_reads import MESSAGES, message_of
+from storage.messages.reads import MESSAGES, message_of
 from storage.models import SessionRow
 from storage.records import NewMessage, StoredMessage
 

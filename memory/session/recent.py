@@ -26,7 +26,7 @@ from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
 from memory.context.units import fit_newest_start, turn_start, unit_spans
 from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
-from storage.sessions import WindowRead
+from storage.messages.store import WindowRead
 
 __all__ = ["RecentMessages", "RecentWindow", "WindowCounter"]
 

@@ -1,7 +1,7 @@
 """``LongTermMemory``: a user's cards: archived turns, extracted cards, pins, search and recall.
 
 The facade owns one; it turns stored messages into cards (``archive``, from
-``memory.archiving``), answers ``search``, keeps pins within their budget, and recalls the
+``memory.longterm.archiving``), answers ``search``, keeps pins within their budget, and recalls the
 memories of one request (``recall``).
 """
 
@@ -12,8 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memory.archiving import MessageArchiving
-from memory.card_lifecycle import CardWriter
 from memory.cards import (
     CardExtractor,
     ExtractionEvent,
@@ -29,8 +27,10 @@ from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
+from memory.longterm.archiving import MessageArchiving
+from memory.longterm.card_lifecycle import CardWriter
+from memory.longterm.validity import current_first, named_current, why_brought
 from memory.settings import CardSettings, SummarySettings
-from memory.validity import current_first, named_current, why_brought
 from retrieval import (
     CardDraft,
     CardIndex,

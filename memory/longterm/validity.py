@@ -1,9 +1,9 @@
 """What recall does with facts that changed: the current value first, the old ones marked.
 
-A card a newer one superseded is kept, closed (``memory.card_lifecycle``), and so is every turn
-excerpt of the messages that stated it: the excerpt is what was said, and stays findable. Left
-alone, "Where do I live now?" recalls the excerpt "User: I live in Lyon" as readily as the one
-about Berlin. So, for the memories one request recalled:
+A card a newer one superseded is kept, closed (``memory.longterm.card_lifecycle``), and so is every
+turn excerpt of the messages that stated it: the excerpt is what was said, and stays findable. Left
+alone, "Where do I live now?" recalls the excerpt "User: I live in Lyon" as readily as the one about
+Berlin. So, for the memories one request recalled:
 
 - a turn excerpt whose messages are the sources of a superseded card (and of no current card of
   the same fact) carries the old value: it is stale, and shown with the end of its validity

@@ -1,9 +1,9 @@
 """The account the embedded server runs as and how its Postgres programs are run under it
-(``initdb``, ``pg_ctl``), apart from ``storage.embedded`` because running a program as another
-account, and explaining why it could not, is its own concern beside when the server runs.
+(``initdb``, ``pg_ctl``), apart from ``storage.embedded.server`` because running a program as
+another account, and explaining why it could not, is its own concern beside when the server runs.
 
 As root the programs are run from a copy only root may change and everyone may read (see
-``storage.embedded_install``); when that copy cannot be made they are run from where pgserver
+``storage.embedded.install``); when that copy cannot be made they are run from where pgserver
 installed them, with a warning.
 """
 
@@ -21,8 +21,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.embedded_access import write_access_rules
-from storage.embedded_install import PROGRAM_FOLDERS, content_fingerprint, shared_copy
+from storage.embedded.access import write_access_rules
+from storage.embedded.install import PROGRAM_FOLDERS, content_fingerprint, shared_copy
 
 __all__ = [
     "START_TIMEOUT_SECONDS",
@@ -37,7 +37,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _SERVER_ACCOUNT = "pgserver"
-#: Where, as root, the copies of pgserver's programs live (see ``storage.embedded_install``).
+#: Where, as root, the copies of pgserver's programs live (see ``storage.embedded.install``).
 SHARED_PROGRAMS_ROOT = Path("/var/cache/stratamem")
 START_TIMEOUT_SECONDS = 60
 
@@ -184,7 +184,7 @@ def initdb(data_folder: Path, account: Account) -> None:
     """Create a new database cluster in ``data_folder`` (made 0700, owned by the account).
 
     Its configuration files refuse TCP connections and keep the socket private (see
-    ``storage.embedded_access``), whoever starts the server later and how.
+    ``storage.embedded.access``), whoever starts the server later and how.
     """
     data_folder.mkdir(mode=0o700, exist_ok=True)
     if account.name is not None:

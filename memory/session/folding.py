@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memory.parts import Parts
-from memory.recent import RecentWindow
+from memory.jobs.worker import CARDS, CONSOLIDATE, END_OF_SESSION
+from memory.session.recent import RecentWindow
+from memory.session.wiring import Parts
 from memory.settings import Settings
-from memory.worker import CARDS, CONSOLIDATE, END_OF_SESSION
 from storage import SummaryRecord
 
 __all__ = ["Folding"]
@@ -99,8 +99,9 @@ class Folding:
         ``record`` or ``prepare``, join it: a pending job keeps its earlier time
         (``JobQueue.enqueue``), and while the job this process created is surely pending, a
         record queues nothing (``QueuedArchiving``). A fold that comes later finds those
-        messages archived and asks its model for the summary alone (``memory.shared_fold``):
-        nothing is extracted twice. Inline mode archives at folds and ``end_session``.
+        messages archived and asks its model for the summary alone
+        (``memory.longterm.summary_and_cards``): nothing is extracted twice. Inline mode
+        archives at folds and ``end_session``.
         """
         cards = self._settings.cards
         if self._parts.longterm is None or not self._background or not cards.archive_promptly:

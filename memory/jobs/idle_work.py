@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from memory.jobs.worker import CARDS, END_OF_SESSION
 from memory.settings import JobSettings
-from memory.worker import CARDS, END_OF_SESSION
 from storage import ArchiveMarks, JobQueue
 
 __all__ = ["FinishedJobs", "IdleSessions", "IdleWork"]

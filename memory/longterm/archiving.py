@@ -7,12 +7,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from memory.card_lifecycle import CardWriter
-from memory.cards import CardDraft as ExtractedDraft
-from memory.cards import CardExtractor, SourceMessage, resolve_date
+from memory.cards import CardExtractor, ExtractedCard, SourceMessage, resolve_date
 from memory.cards.caps import cap_drafts
 from memory.context.cut import cut_to_chars
 from memory.context.messages import Message
+from memory.longterm.card_lifecycle import CardWriter
 from retrieval import CardDraft, Utterance, turn_card_text, turn_window
 from storage import MAX_CARD_TEXT_CHARS, ArchiveMarks, Card, MessageStore, StoredMessage
 
@@ -101,12 +100,13 @@ class MessageArchiving:
         session_id: str,
         after_seq: int,
         upto: StoredMessage,
-        extracted: Sequence[ExtractedDraft],
+        extracted: Sequence[ExtractedCard],
     ) -> int:
         """Archive a fold's messages ``after_seq < seq <= upto.seq`` with cards extracted already.
 
-        For a fold whose summariser call extracted its cards too (``memory.shared_fold``): the
-        turn cards and ``extracted`` are stored, then the archive mark moves to ``upto``, so
+        For a fold whose summariser call extracted its cards too
+        (``memory.longterm.summary_and_cards``): the turn cards and ``extracted`` are stored,
+        then the archive mark moves to ``upto``, so
         no later archive reads these messages again (and none extracts them twice). A crash
         before the mark moves leaves cards the retry stores again, which the store merges.
 
@@ -129,7 +129,7 @@ class MessageArchiving:
         after_seq: int,
         upto_seq: int | None,
         *,
-        extracted: Sequence[ExtractedDraft] | None = None,
+        extracted: Sequence[ExtractedCard] | None = None,
     ) -> tuple[list[Card], list[StoredMessage]]:
         """Store the turn cards and extracted cards of messages ``after_seq < seq <= upto``.
 
@@ -191,7 +191,7 @@ class MessageArchiving:
         self,
         user_id: str,
         session_id: str,
-        extracted: Sequence[ExtractedDraft],
+        extracted: Sequence[ExtractedCard],
         by_seq: dict[int, StoredMessage],
     ) -> list[Card]:
         """Store extracted drafts within the card bounds (``memory.cards.caps``): a model's
@@ -255,7 +255,7 @@ def _turn_card(
 
 
 def _stored_draft(
-    session_id: str, draft: ExtractedDraft, by_seq: dict[int, StoredMessage]
+    session_id: str, draft: ExtractedCard, by_seq: dict[int, StoredMessage]
 ) -> CardDraft:
     """An extracted card as the index stores it, its sources named by stored and client ids."""
     sources = [by_seq[seq] for seq in draft.source_indices if seq in by_seq]

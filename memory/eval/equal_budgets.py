@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.evaluation import CATEGORIES, Conversation, Question, Recalled, turn_line
+from memory.eval.locomo import CATEGORIES, Conversation, Question, Recalled, turn_line
 from retrieval import analyze, day_label, weighted_rrf
 
 __all__ = [

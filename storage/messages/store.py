@@ -12,7 +12,7 @@ from storage.engine import Database
 from storage.erasure import lock_source
 from storage.errors import InvalidInputError
 from storage.inputs import check_id
-from storage.message_appends import (
+from storage.messages.appends import (
     by_client_id,
     check_unique,
     insert_messages,
@@ -20,9 +20,8 @@ from storage.message_appends import (
     message_row,
     open_tail,
 )
-from storage.message_reads import TOKENS_AFTER_SUMMARY, last_seq_of, messages_after
-from storage.records import MessageAt, NewMessage, StoredMessage, SummaryRecord
-from storage.request_statements import (
+from storage.messages.reads import TOKENS_AFTER_SUMMARY, last_seq_of, messages_after
+from storage.messages.request_statements import (
     INPUT_AND_WINDOW,
     WINDOW,
     WindowRows,
@@ -30,6 +29,7 @@ from storage.request_statements import (
     run_append,
     run_window_statement,
 )
+from storage.records import MessageAt, NewMessage, StoredMessage, SummaryRecord
 
 __all__ = ["MessageStore", "Validator", "WindowRead"]
 
@@ -139,8 +139,8 @@ class MessageStore:
         """Append messages in one statement, or store nothing and return None (call ``append``).
 
         Stored only when that is sure to be right without looking further (see
-        ``storage.request_statements``): the session exists, its tail is closed, no client id
-        of ``messages`` is stored in it, nobody appends at the same moment, and (with
+        ``storage.messages.request_statements``): the session exists, its tail is closed, no
+        client id of ``messages`` is stored in it, nobody appends at the same moment, and (with
         ``after``) the session still holds that message. The caller has checked that
         ``messages`` are valid on their own and do not start with a ``tool`` result: after a
         closed tail they are then valid.
@@ -175,7 +175,7 @@ class MessageStore:
         first among the messages).
 
         Stores nothing and returns None when the general path must decide (see
-        ``storage.request_statements``): the session does not exist, tool calls of its last
+        ``storage.messages.request_statements``): the session does not exist, tool calls of its last
         assistant message wait for results, the message's client id is stored already, or
         another writer appended at the same moment. Call ``append`` then.
 

@@ -1,6 +1,6 @@
 """The processes using the embedded server of a data folder, recorded in a file next to it (pid
 and start time, dead ones pruned): a small file format of its own, apart from
-``storage.embedded``, which only adds, removes and counts."""
+``storage.embedded.server``, which only adds, removes and counts."""
 
 import json
 from pathlib import Path

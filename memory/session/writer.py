@@ -1,12 +1,11 @@
 """Appending to a session: a batch is stored whole or recognised as a replay, never in part.
 
-Also where a new user input closes the session's open tool calls (see ``memory.calls``), and
-where a late result for such a call is explained.
+Also where a new user input closes the session's open tool calls (see
+``memory.session.open_calls``), and where a late result for such a call is explained.
 """
 
 from __future__ import annotations
 
-from memory.calls import OpenCall, interrupted_results, is_interrupted, open_calls, open_tail
 from memory.context.report import InterruptedCall
 from memory.context.tokens import TokenCounter
 from memory.context.units import find_problems
@@ -16,7 +15,14 @@ from memory.errors import (
     RecordConflictError,
     ToolCallInterruptedError,
 )
-from memory.intake import check_replay, name_stored, refuse_repeated_ids
+from memory.session.incoming import check_replay, name_stored, refuse_repeated_ids
+from memory.session.open_calls import (
+    OpenCall,
+    interrupted_results,
+    is_interrupted,
+    open_calls,
+    open_tail,
+)
 from storage import MessageAt, MessageStore, NewMessage, StoredMessage
 
 __all__ = ["SessionWriter"]

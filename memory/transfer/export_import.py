@@ -1,4 +1,4 @@
-"""Export and import: everything of a user as JSON Lines (``memory.transfer_format``), and back.
+"""Export and import: everything of a user as JSON Lines (``memory.transfer.format``), and back.
 
 ``export_lines`` reads the user in one snapshot and writes no embedding; ``import_lines`` reads
 the whole file first (a malformed line is an ``ExportFormatError`` naming it, and nothing is
@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from memory.context.tokens import TokenCounter
 from memory.errors import ConfigurationError, ExportFormatError, InvalidHistoryError
-from memory.intake import parse_input
-from memory.transfer_format import (
+from memory.session.incoming import parse_input
+from memory.transfer.format import (
     VERSION,
     CardLine,
     Header,

@@ -18,9 +18,9 @@ from typing import Any
 
 from memory.context.tokens import TiktokenCounter, TokenCounter
 from memory.llm import ChatModel
-from memory.longterm import LongTermMemory
+from memory.longterm.long_term_memory import LongTermMemory
+from memory.longterm.summary_and_cards import ArchivingFold, SharedFold
 from memory.settings import SummarySettings
-from memory.shared_fold import ArchivingFold, SharedFold
 from memory.summary.consolidator import Consolidator
 from memory.summary.policy import FoldPolicy
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent
@@ -125,7 +125,8 @@ class ConsolidationJobs:
         summary: this process's (resolved) summary settings.
         on_summary_event: receives every summariser event.
         longterm: long-term memory, when it is on: with a chat model, each fold's summariser
-            call extracts the fold's cards too and stores them (``memory.shared_fold``).
+            call extracts the fold's cards too and stores them
+            (``memory.longterm.summary_and_cards``).
     """
 
     def __init__(

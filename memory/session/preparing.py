@@ -16,11 +16,11 @@ from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
 from memory.context.report import Dropped, InterruptedCall, MessageRef, RecallState
 from memory.errors import InvalidHistoryError
-from memory.folding import Folding
-from memory.intake import check_system, name_stored, parse_input
-from memory.longterm import Recall
-from memory.parts import Parts
-from memory.recent import RecentWindow, WindowCounter
+from memory.longterm.long_term_memory import Recall
+from memory.session.folding import Folding
+from memory.session.incoming import check_system, name_stored, parse_input
+from memory.session.recent import RecentWindow, WindowCounter
+from memory.session.wiring import Parts
 from memory.settings import Settings
 from storage import SummaryRecord
 
