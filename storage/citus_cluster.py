@@ -165,8 +165,11 @@ class Cluster:
         """Create the extensions on every node and add the workers to the coordinator."""
         for node in self.nodes:
             with psycopg.connect(node.conninfo(), autocommit=True) as connection:
-                connection.execute("CREATE EXTENSION IF NOT EXISTS citus")
-                connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                # Only where missing: a worker in the cluster refuses DDL (even a no-op).
+                present = {row[0] for row in connection.execute("SELECT extname FROM pg_extension")}
+                for extension in ("citus", "vector"):
+                    if extension not in present:
+                        connection.execute(f"CREATE EXTENSION {extension}")
         coordinator, *workers = self.nodes
         with psycopg.connect(coordinator.conninfo(), autocommit=True) as connection:
             connection.execute(
