@@ -90,7 +90,8 @@ def test_a_users_requests_run_on_one_shard(
                 session_id="s1",
                 messages=[{"role": "assistant", "content": f"Noted, Lisbon {turn}. " * 20}],
             )
-        mem.run_worker(until_idle=True)
+        run = mem.run_worker(until_idle=True)
+        folded = mem.summary(user_id=user, session_id="s1")
         recalled = mem.prepare(user_id=user, session_id="s2", input="Where did I move?")
         mem.search(user_id=user, query="Lisbon")
         pinned = mem.pin(user_id=user, text="Always answer in Portuguese.")
@@ -102,6 +103,8 @@ def test_a_users_requests_run_on_one_shard(
         mem.prepare(user_id=other, session_id="s1", input="Hello")
         mem.forget(user_id=other)
     # The workload did what it is meant to exercise: cards made by the worker and recalled.
+    assert run.failures == 0 and run.outcomes
+    assert folded is not None  # a fold ran
     assert recalled.report.recall is not None and recalled.report.recall.cards
     plans = explain(conninfo(citus_url), sent)
     assert len(plans) > 50
