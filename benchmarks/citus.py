@@ -137,6 +137,21 @@ def spread(database: Database, mem: Memory, users: int) -> None:
         )
         mem.remember(user_id=user, text=FACTS[(index + 1) % len(FACTS)])
     with database.engine.connect() as connection:
+        # The users themselves (the few heavy users of the latency rounds aside).
+        per_shard = [
+            int(row[0])
+            for row in connection.execute(
+                text(
+                    "SELECT result FROM run_command_on_shards('sessions', "
+                    "'SELECT count(*) FROM %s WHERE left(user_id, 7) = ''spread-''')"
+                )
+            )
+        ]
+        print(
+            f"{users} users: per shard min {min(per_shard)}, median "
+            f"{statistics.median(per_shard):.0f}, max {max(per_shard)} "
+            f"(an even spread: {users / len(per_shard):.0f})"
+        )
         for table in ("messages", "cards"):
             counts = [
                 int(row[1])
