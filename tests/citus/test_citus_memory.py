@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from memory import Memory, Settings
-from storage import Database, SessionErasedError
+from storage import Database, JobQueue, SessionErasedError
 
 REPO = Path(__file__).resolve().parents[2]
 # Every per-user table that the workload below writes.
@@ -175,3 +175,29 @@ def test_concurrent_writers_of_one_session_and_many_users_lose_nothing(
     )
     for user in others:
         assert len(mem.history(user_id=user, session_id="s1")) == 10
+
+
+def test_concurrent_workers_claim_each_job_of_every_user_once(citus_database: Database) -> None:
+    # The queue spans users: it stays on the coordinator, where SKIP LOCKED works as on one
+    # server (storage.citus). A kind of this test's own keeps other tests' jobs out.
+    queue = JobQueue(citus_database)
+    kind = f"test-{uuid.uuid4().hex[:8]}"
+    users = [_user() for _ in range(20)]
+    for user in users:
+        assert queue.enqueue(kind, user, "s1")
+    claimed: list[list[str]] = [[], []]
+    start = threading.Barrier(2)
+
+    def claim_all(index: int) -> None:
+        start.wait()
+        while (job := queue.claim(f"worker-{index}", kinds=[kind])) is not None:
+            claimed[index].append(job.user_id)
+            assert queue.complete(job)
+
+    threads = [threading.Thread(target=claim_all, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(claimed[0] + claimed[1]) == sorted(users)
