@@ -145,6 +145,9 @@ def statements_sent(engine: Engine, folder: Path) -> Iterator[list[Sent]]:
             dbapi_connection.pgconn.trace(stream.fileno())
             traced[id(dbapi_connection)] = (dbapi_connection, stream)
 
+    # New connections only: psycopg names the statements it prepares per connection, and a
+    # connection used before the trace began would bind statements prepared out of its sight.
+    engine.dispose()
     event.listen(engine.pool, "checkout", start)
     try:
         yield sent
