@@ -154,7 +154,9 @@ class CardWrites:
             row = session.execute(
                 text(
                     "UPDATE cards SET valid_to = NULL, superseded_by = NULL, "
-                    "valid_from = greatest(valid_from, coalesce(:valid_from, now())) "
+                    # A subquery: Citus refuses now() inside coalesce in an UPDATE.
+                    "valid_from = greatest(valid_from, "
+                    "(SELECT coalesce(CAST(:valid_from AS timestamptz), now()))) "
                     f"WHERE user_id = :user_id AND id = :id RETURNING {CARD_COLUMNS}"
                 ),
                 {"valid_from": valid_from, "user_id": user_id, "id": card_id},
@@ -254,16 +256,20 @@ class CardWrites:
         return deleted
 
 
+# INSERT ... SELECT, not VALUES: Citus refuses the subqueries of the update arm in an
+# INSERT ... VALUES (a distributed deployment, storage.citus); the same row either way. The
+# casts give a NULL parameter its column's type, which VALUES took from the column.
 _UPSERT = f"""
 INSERT INTO cards (
     user_id, type, text, topic, tags, session_id, source_message_ids,
     source_client_ids, observed_at, occurred_at, valid_from, pinned, content_hash,
     embedding, keyword_length, subject, attribute, turn_message_id
-) VALUES (
+) SELECT
     :user_id, :type, :text, :topic, :tags, :session_id, :message_ids, :client_ids,
-    coalesce(:observed_at, now()), :occurred_at, coalesce(:observed_at, now()),
-    :pinned, :hash, CAST(:embedding AS vector), :keyword_length, :subject, :attribute, :turn
-)
+    coalesce(:observed_at, now()), CAST(:occurred_at AS timestamptz),
+    coalesce(:observed_at, now()), CAST(:pinned AS boolean), :hash, CAST(:embedding AS vector),
+    CAST(:keyword_length AS integer), CAST(:subject AS text), CAST(:attribute AS text),
+    CAST(:turn AS bigint)
 ON CONFLICT (user_id, content_hash) DO UPDATE SET
     subject = coalesce(cards.subject, excluded.subject),
     attribute = coalesce(cards.attribute, excluded.attribute),
@@ -338,7 +344,9 @@ def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) ->
             "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :c, :t) "
             "ON CONFLICT (user_id) DO UPDATE SET cards = card_stats.cards + excluded.cards, "
             "keyword_length = card_stats.keyword_length + excluded.keyword_length, "
-            "version = nextval('card_stats_version_seq')"
+            # The proposed row's own new version (its column default): no function call in
+            # the update arm, which Citus requires (storage.citus).
+            "version = excluded.version"
         ),
         {"u": user_id, "c": cards, "t": terms},
     )
@@ -349,7 +357,9 @@ def _new_version(connection: Connection, user_id: str) -> None:
     transaction of every write that adds, removes, closes or reopens one of them."""
     connection.execute(
         text(
-            "UPDATE card_stats SET version = nextval('card_stats_version_seq') "
+            # A subquery: Citus takes the value first, then updates the one shard (no volatile
+            # function in a distributed UPDATE).
+            "UPDATE card_stats SET version = (SELECT nextval('card_stats_version_seq')) "
             "WHERE user_id = :user_id"
         ),
         {"user_id": user_id},

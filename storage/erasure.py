@@ -187,7 +187,7 @@ def delete_cards(
         text(
             "UPDATE card_stats SET cards = cards - :cards, "
             "keyword_length = keyword_length - :length, "
-            "version = nextval('card_stats_version_seq') WHERE user_id = :user_id"
+            "version = (SELECT nextval('card_stats_version_seq')) WHERE user_id = :user_id"
         ),
         {
             "user_id": user_id,

@@ -337,7 +337,9 @@ def _store_cards(
                 "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :c, :t) "
                 "ON CONFLICT (user_id) DO UPDATE SET cards = card_stats.cards + excluded.cards, "
                 "keyword_length = card_stats.keyword_length + excluded.keyword_length, "
-                "version = nextval('card_stats_version_seq')"
+                # The proposed row's own new version (its column default): no function call
+                # in the update arm, which Citus requires (storage.citus).
+                "version = excluded.version"
             ),
             {"u": user_id, "c": counts.cards, "t": terms_added},
         )

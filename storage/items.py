@@ -299,7 +299,7 @@ def put_item(
             "FROM (SELECT nextval('store_items_id_seq') AS id) AS s "
             "ON CONFLICT (user_id, namespace, key) DO UPDATE SET value = excluded.value, "
             "texts = excluded.texts, keyword_length = excluded.keyword_length, "
-            "updated_at = coalesce(:updated_at, now()) "
+            "updated_at = excluded.updated_at "
             "RETURNING id, (xmax <> 0) AS updated"
         ),
         params,

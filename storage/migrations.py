@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, text
 
+from storage.citus import distribute
+
 __all__ = ["EMBEDDING_DIM", "MIGRATIONS", "Migration", "migrate"]
 
 #: Dimension of card embeddings (all-MiniLM-L6-v2). Changing it needs a new migration.
@@ -597,4 +599,7 @@ def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> l
                 {"version": migration.version, "name": migration.name},
             )
             applied.append(migration.version)
+    # On a Citus coordinator the tables are then distributed by user (nothing happens on a
+    # database without Citus): see storage.citus.
+    distribute(engine, _ADVISORY_LOCK_KEY)
     return applied

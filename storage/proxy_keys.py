@@ -121,7 +121,9 @@ class ProxyKeyStore:
         with self._database.transaction() as session:
             row = session.execute(
                 text(
-                    "UPDATE proxy_keys SET revoked_at = coalesce(revoked_at, now()) "
+                    # least() passes over a NULL: the first revocation time stays. Not
+                    # coalesce: Citus refuses a non-immutable function inside it.
+                    "UPDATE proxy_keys SET revoked_at = least(revoked_at, now()) "
                     f"WHERE id = :id RETURNING {_COLUMNS}"
                 ),
                 {"id": key_id},

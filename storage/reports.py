@@ -7,6 +7,7 @@ it was assembled from, under the same id (``storage.erasure``). A report of a se
 since is left out, never stored. Each session keeps at most ``per_session`` reports, the newest.
 """
 
+import itertools
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -198,15 +199,20 @@ class ReportStore:
 
 
 def _hold_sessions(connection: Connection, sessions: Sequence[tuple[str, str]]) -> None:
-    """Lock the sessions against erasure for this transaction, in one order (no deadlock)."""
-    connection.execute(
-        text(
-            "SELECT 1 FROM sessions WHERE (user_id, session_id) IN "
-            "(SELECT * FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[]))) "
-            "ORDER BY user_id, session_id FOR KEY SHARE"
-        ),
-        {"users": [user for user, _ in sessions], "sessions": [name for _, name in sessions]},
-    )
+    """Lock the sessions against erasure for this transaction, in one order (no deadlock).
+
+    One statement per user (``sessions`` is sorted): on a distributed deployment each is a
+    single-shard query, and Citus runs no ``FOR KEY SHARE`` across shards (storage.citus).
+    """
+    for user_id, held in itertools.groupby(sessions, key=lambda pair: pair[0]):
+        connection.execute(
+            text(
+                "SELECT 1 FROM sessions WHERE user_id = :user_id "
+                "AND session_id = ANY(CAST(:sessions AS text[])) "
+                "ORDER BY session_id FOR KEY SHARE"
+            ),
+            {"user_id": user_id, "sessions": [name for _, name in held]},
+        )
 
 
 def _where(user_id: str, session_id: str, before: int | None) -> tuple[str, dict[str, Any]]:

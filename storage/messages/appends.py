@@ -112,8 +112,9 @@ def insert_messages(
         sql_update(SessionRow)
         .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
         # The clock, not the transaction's start: the idle sweep's watermark (``ArchiveMarks``)
-        # must not pass a time that a transaction still to commit writes.
-        .values(last_seq=last_seq + len(rows), last_active_at=func.clock_timestamp())
+        # must not pass a time that a transaction still to commit writes. This statement's
+        # start, not clock_timestamp(): Citus refuses a volatile function in an UPDATE.
+        .values(last_seq=last_seq + len(rows), last_active_at=func.statement_timestamp())
     )
     return stored
 

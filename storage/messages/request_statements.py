@@ -121,7 +121,7 @@ batch AS (
 ),
 bumped AS (
     UPDATE sessions SET last_seq = sessions.last_seq + (SELECT count(*) FROM batch),
-        last_active_at = clock_timestamp()
+        last_active_at = statement_timestamp()  -- stable, which Citus requires in an UPDATE
     WHERE {_USER_SESSION}
       AND last_seq = (SELECT last_seq FROM snapshot)
       AND NOT EXISTS (SELECT FROM open_calls)
