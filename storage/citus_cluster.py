@@ -9,7 +9,7 @@ it.
 The cluster lives in one folder: a data folder per node (``coordinator``, ``worker1``, ...),
 ``cluster.json`` (the nodes and their ports) and ``url`` (the coordinator's URL). As root the
 nodes run as the ``pgserver`` account, started from inside their data folders (see
-``storage.embedded_programs``), so the folders above them need no permission for it; their
+``storage.embedded.programs``), so the folders above them need no permission for it; their
 programs come from a copy that account can read, made once per build (named by its content,
 so a copy made before Citus was installed is never used).
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import psycopg
 
-from storage.embedded_install import content_fingerprint, shared_copy
-from storage.embedded_programs import (
+from storage.embedded.install import content_fingerprint, shared_copy
+from storage.embedded.programs import (
     SHARED_PROGRAMS_ROOT,
     Account,
     binaries_folder,

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import stop_embedded
 from databases import crash_embedded, postmaster
 
 from memory import Memory
+from storage.engine import stop_embedded
 
 #: A bound for waits on things that happen within a few seconds; reached only when a test fails.
 WAIT_S = 60.0

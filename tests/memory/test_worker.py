@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import stop_embedded
 from databases import own_database
 from fake_openai import FakeOpenAI, Hang
 from sqlalchemy import text
@@ -27,6 +26,7 @@ from memory import Memory, Settings
 from memory.cli import main
 from memory.jobs.worker import Worker
 from storage import Database, DatabaseUnavailableError, Job, JobQueue
+from storage.engine import stop_embedded
 
 #: A bound for waits on things that happen within a second; reached only when a test fails.
 WAIT_S = 60.0

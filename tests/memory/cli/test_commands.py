@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import stop_embedded
 from sqlalchemy import text
 
 from memory import Memory, Settings
@@ -17,6 +16,7 @@ from memory.cli import main
 from memory.cli.demo import sparkline
 from memory.cli.demo_script import demo_script
 from storage import Database
+from storage.engine import stop_embedded
 
 
 def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
