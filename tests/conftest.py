@@ -1,14 +1,24 @@
 """Shared fixtures: one embedded Postgres per test run, started only when a test needs it."""
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 from child_process import Child, Spawn
 
 import storage.engine
 from storage import Database
+
+# CI (``CI`` set, as .ci/run does) runs the property tests derandomized and without a deadline:
+# the same examples every run, and a loaded machine's slow example is not a failure. Locally
+# they keep hypothesis's defaults (new examples each run); HYPOTHESIS_PROFILE picks either.
+hypothesis.settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+hypothesis.settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default")
+)
 
 
 def stop_embedded(data_folder: Path) -> None:
