@@ -99,17 +99,18 @@ def test_end_session_extracts_rule_cards(mem: Memory, user_id: str) -> None:
     assert any("Ana" in hit.card.text for hit in extracted)
 
 
-def test_messages_with_a_nul_become_cards_with_a_replacement_character(
+def test_messages_with_a_nul_become_cards_that_show_it_as_the_summary_does(
     mem: Memory, user_id: str
 ) -> None:
     # A message keeps its NUL (its JSON holds it); a card's text column cannot: one such turn
-    # failed the whole batch of the session's cards.
+    # failed the whole batch of the session's cards. Cards and summaries repair text the same
+    # way (``sanitize_text``): a NUL is shown as U+2400, not lost in U+FFFD.
     say(mem, user_id, "s1", ("My name is Ana\x00.", "Hello\x00 Ana."), ("We use Postgres.", "Ok."))
     mem.end_session(user_id=user_id, session_id="s1")
 
     cards = [hit.card for hit in mem.search(user_id=user_id, query="Ana Postgres", k=50)]
     texts = "\n".join(card.text for card in cards)
-    assert "User: My name is Ana\ufffd." in texts and "Assistant: Hello\ufffd Ana." in texts
+    assert "User: My name is Ana\u2400." in texts and "Assistant: Hello\u2400 Ana." in texts
     assert "User: We use Postgres." in texts
     assert "\x00" not in texts
     stored = mem.history(user_id=user_id, session_id="s1")
