@@ -30,7 +30,7 @@ import tiktoken
 
 from retrieval.fusion import weighted_rrf
 from retrieval.keywords import analyze
-from retrieval.turns import Utterance, turn_card_text
+from retrieval.turns import Utterance, captioned, speaker_line, turn_card_text
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-dom", 4: "single-hop", 5: "adversar"}
@@ -150,10 +150,7 @@ class Card:
 
 def turn_line(turn: Turn, *, caption: bool = True) -> str:
     """``Speaker: text``, with the shared image's caption when there is one."""
-    line = f"{turn.speaker}: {turn.text}"
-    if caption and turn.caption:
-        line += f" [shares an image: {turn.caption}]"
-    return line
+    return speaker_line(turn.speaker, turn.text, turn.caption if caption else None)
 
 
 def build_cards(
@@ -189,10 +186,8 @@ def build_cards(
                 )
             lines = []
             for p in parts:
-                line = p.text
-                if caption and p.caption:
-                    line += f" [shares an image: {p.caption}]"
-                lines.append(f"{p.speaker}: {line}" if speaker else line)
+                line = captioned(p.text, p.caption if caption else None)
+                lines.append(speaker_line(p.speaker, line) if speaker else line)
             body = "\n".join(lines)
             return f"[{turn.date}] {body}" if date else body
 
