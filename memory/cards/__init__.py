@@ -26,7 +26,6 @@ from memory.cards.supersede import (
     task_attribute,
     task_key,
 )
-from memory.cards.turns import turn_draft
 
 __all__ = [
     "CardDraft",
@@ -52,5 +51,4 @@ __all__ = [
     "task_attribute",
     "task_key",
     "time_range_of_query",
-    "turn_draft",
 ]
