@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from databases import own_database
+from databases import own_database, user_rows
 from fake_openai import FakeOpenAI, Hang
 from sqlalchemy import text
 
@@ -64,15 +64,7 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 def rows_of(database: Database, user_id: str) -> dict[str, int]:
     """How many rows each table holds for the user (0 everywhere once forgotten)."""
-    with database.engine.connect() as connection:
-        return {
-            table: int(
-                connection.scalar(
-                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-                )
-            )
-            for table in USER_TABLES
-        }
+    return user_rows(database, user_id, USER_TABLES)
 
 
 def forget_in_another_process(database_url: str, user_id: str, *extra: str) -> str:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from databases import user_rows
 
 from memory import (
     CardNotFoundError,
@@ -223,17 +223,9 @@ def test_forget_everything_leaves_nothing(
 
     mem.forget(user_id=user_id)
 
-    with cards_database.reading() as connection:
-        for table in ("messages", "sessions", "session_summaries", "jobs", "cards"):
-            left = connection.execute(
-                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-            ).scalar_one()
-            assert left == 0, table
-        for table in ("card_terms", "archive_marks"):
-            left = connection.execute(
-                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-            ).scalar_one()
-            assert left == 0, table
+    tables = ("messages", "sessions", "session_summaries", "jobs", "cards")
+    tables += ("card_terms", "archive_marks")
+    assert user_rows(cards_database, user_id, tables) == dict.fromkeys(tables, 0)
     assert mem.history(user_id=user_id, session_id="s1") == []
     assert mem.search(user_id=user_id, query="Postgres") == []
 

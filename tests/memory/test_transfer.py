@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from databases import own_database
-from sqlalchemy import text
+from databases import own_database, user_rows
 
 from memory import Memory, Settings
 from memory.errors import ExportFormatError
@@ -51,15 +50,8 @@ def memory(database: Database) -> Memory:
 
 
 def rows_of(database: Database, user_id: str) -> dict[str, int]:
-    with database.engine.connect() as connection:
-        return {
-            table: int(
-                connection.scalar(
-                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-                )
-            )
-            for table in USER_TABLES
-        }
+    """How many rows each table holds for the user (0 everywhere once forgotten)."""
+    return user_rows(database, user_id, USER_TABLES)
 
 
 def fill(memory: Memory, database: Database, user_id: str) -> None:

@@ -13,6 +13,7 @@ import sys
 import uuid
 
 import pytest
+from databases import user_rows
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 from sqlalchemy import text
 
@@ -34,15 +35,7 @@ def store(memory: Memory) -> StratamemStore:
 
 
 def stored_rows(database: Database, user_id: str) -> dict[str, int]:
-    with database.engine.connect() as connection:
-        return {
-            table: int(
-                connection.scalar(
-                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-                )
-            )
-            for table in ("store_items", "store_vectors", "store_terms")
-        }
+    return user_rows(database, user_id, ("store_items", "store_vectors", "store_terms"))
 
 
 def test_put_get_search_and_delete_by_namespace(store: StratamemStore, user_id: str) -> None:
