@@ -8,6 +8,9 @@ import tomllib
 from pathlib import Path
 
 import hypothesis
+from sqlalchemy import text
+
+from storage import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,3 +45,10 @@ def test_the_slow_marker_is_registered_and_documented() -> None:
     ]["ini_options"]["markers"]
     assert any(marker.startswith("slow:") for marker in markers)
     assert 'pytest -m "not slow"' in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_runs_shared_server_does_not_wait_for_the_disk(database: Database) -> None:
+    with database.engine.connect() as connection:
+        assert connection.execute(text("SHOW fsync")).scalar_one() == "off"
+        # Commits still wait for their WAL to be written: only the disk flush is left out.
+        assert connection.execute(text("SHOW synchronous_commit")).scalar_one() == "on"
