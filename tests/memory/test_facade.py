@@ -2,7 +2,9 @@
 
 The API as the issue writes it, the bounded cost of ``prepare`` (rows read do not grow with the
 history, and never cross the summary boundary), and invalid input: each refused with a clear
-error and nothing stored.
+error and nothing stored. Cards are embedded with the hashing fake (named as MiniLM, the model
+the shared test database records): no test here is about recall, and MiniLM would embed every
+archived turn (minutes for the 2,000-message test under load).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from memory import (
     validate_history,
 )
 from memory.testing import ScriptedChatModel
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database, MessageStore, NewMessage, StoredMessage
 from storage.sessions import WindowRead
 
@@ -55,7 +58,10 @@ def make_memory(facade_database: Database) -> Callable[..., Memory]:
     """
 
     def make(**settings: Any) -> Memory:
-        return Memory(facade_database, Settings(**{"summary": {"debounce_seconds": 0}, **settings}))
+        settings = {"summary": {"debounce_seconds": 0}, **settings}
+        return Memory(
+            facade_database, Settings(**settings), embedder=HashingEmbedder(name=MINILM_NAME)
+        )
 
     return make
 
@@ -729,7 +735,10 @@ def test_a_backlog_is_folded_in_bounded_summariser_calls(
     # One call per fold for the summary and the cards (long-term memory is on).
     replies = [json.dumps({"summary": f"summary {n}", "cards": []}) for n in range(50)]
     chat = ScriptedChatModel(replies)
-    memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
+    settings = Settings(context_window=2_000, max_output=200)
+    memory = Memory(
+        facade_database, settings, chat=chat, embedder=HashingEmbedder(name=MINILM_NAME)
+    )
     for turn in range(60):  # recorded with no prepare and no worker: a backlog builds up
         memory.record(
             user_id=user_id,
@@ -783,7 +792,10 @@ def test_each_step_of_a_backlog_reads_only_its_bounded_increment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     chat = ScriptedChatModel([f"summary {n}" for n in range(200)])
-    memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
+    settings = Settings(context_window=2_000, max_output=200)
+    memory = Memory(
+        facade_database, settings, chat=chat, embedder=HashingEmbedder(name=MINILM_NAME)
+    )
     for turn in range(200):  # recorded with no prepare and no worker: a long backlog
         memory.record(
             user_id=user_id,
