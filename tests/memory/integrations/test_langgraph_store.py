@@ -226,6 +226,7 @@ def test_configuration_the_store_cannot_honour_is_refused(memory: Memory) -> Non
         StratamemStore(without_cards)
 
 
+@pytest.mark.slow
 def test_the_forget_command_removes_the_store_items(
     store: StratamemStore, database: Database, database_url: str, user_id: str
 ) -> None:
@@ -267,6 +268,7 @@ def test_a_namespace_emptied_and_filled_in_one_batch_keeps_its_place(
     ]
 
 
+@pytest.mark.slow
 def test_a_query_finds_a_memory_by_meaning_with_minilm(database: Database, user_id: str) -> None:
     """With the real embedder: no word of the query is in the memory it finds."""
     memory = Memory(
