@@ -16,6 +16,7 @@ from child_process import Child, Spawn
 from facade_child import answer, batch, question, turn_problems, write_turns
 
 from memory import Memory
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database, MessageStore
 
 CHILD = Path(__file__).with_name("facade_child.py")
@@ -51,7 +52,7 @@ def run_writers(mem: Memory, user_id: str, session_id: str, *, own_input: bool) 
 def test_eight_threads_writing_turns_to_one_session(
     database_url: str, user_id: str, session_id: str
 ) -> None:
-    with Memory.open(database_url) as mem:
+    with Memory.open(database_url, embedder=HashingEmbedder(name=MINILM_NAME)) as mem:
         problems = run_writers(mem, user_id, session_id, own_input=True)
         history = mem.history(user_id=user_id, session_id=session_id)
 
@@ -65,7 +66,11 @@ def test_eight_threads_on_a_small_window_with_inline_summaries(
     # Every prepare past the trigger consolidates in the request: the threads race on the
     # summary's compare-and-set as well as on the session.
     with Memory.open(
-        database_url, context_window=1_000, max_output=200, summary={"mode": "inline"}
+        database_url,
+        embedder=HashingEmbedder(name=MINILM_NAME),
+        context_window=1_000,
+        max_output=200,
+        summary={"mode": "inline"},
     ) as mem:
         problems = run_writers(mem, user_id, session_id, own_input=False)
         history = mem.history(user_id=user_id, session_id=session_id)
@@ -112,7 +117,7 @@ def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
 
     earlier = [m["id"] for i in range(3) for m in (question("earlier", i), answer("earlier", i))]
     batch_ids = [message["id"] for message in batch(size)]
-    with Memory.open(database_url) as mem:
+    with Memory.open(database_url, embedder=HashingEmbedder(name=MINILM_NAME)) as mem:
         stored = [m.client_id for m in mem.history(user_id=user_id, session_id=session_id)]
         # All or nothing; killed before its commit, the batch left nothing.
         assert stored in (earlier, earlier + batch_ids)
