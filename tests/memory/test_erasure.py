@@ -99,6 +99,7 @@ def app(database: Database) -> Memory:
     return Memory(database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
 
 
+@pytest.mark.slow
 def test_a_forget_in_another_process_reaches_a_warm_window_and_the_pins(
     app: Memory, database_url: str, user_id: str
 ) -> None:
@@ -128,6 +129,7 @@ def test_a_forget_in_another_process_reaches_a_warm_window_and_the_pins(
     ]
 
 
+@pytest.mark.slow
 def test_a_session_started_again_past_the_cached_seqs_is_read_as_it_is_now(
     app: Memory, database_url: str, user_id: str
 ) -> None:
@@ -193,6 +195,7 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     }
 
 
+@pytest.mark.slow
 def test_the_command_forgets_cards_of_an_embedder_it_does_not_have(
     database: Database, database_url: str, user_id: str
 ) -> None:

@@ -114,6 +114,7 @@ def contents(history: list[StoredMessage]) -> list[Any]:
 # The API, as the issue writes it.
 
 
+@pytest.mark.slow
 def test_prepare_stores_the_input_and_returns_a_plain_openai_context(
     mem: Memory, user_id: str, session_id: str
 ) -> None:
@@ -211,6 +212,7 @@ def test_prepare_without_input_continues_the_tool_loop(
     assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
 
 
+@pytest.mark.slow
 def test_a_long_conversation_is_archived_before_the_cap_would_drop_any_of_it(
     small: Memory, user_id: str, session_id: str
 ) -> None:
@@ -264,6 +266,7 @@ def test_a_tool_result_larger_than_the_window_is_stored_whole_and_cut_in_context
     small.run_worker(until_idle=True)
 
 
+@pytest.mark.slow
 def test_open_without_a_url_uses_the_embedded_database_in_the_data_dir(
     fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch, user_id: str, session_id: str
 ) -> None:
@@ -414,6 +417,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
     return seen
 
 
+@pytest.mark.slow
 def test_prepare_reads_as_many_rows_for_2000_messages_as_for_200(
     small: Memory,
     user_id: str,
@@ -729,6 +733,7 @@ def test_recording_nothing_creates_no_session(mem: Memory, user_id: str, session
     assert mem.history(user_id=user_id, session_id=session_id) == []
 
 
+@pytest.mark.slow
 def test_a_backlog_is_folded_in_bounded_summariser_calls(
     facade_database: Database, user_id: str, session_id: str
 ) -> None:
@@ -785,6 +790,7 @@ def test_a_broken_batch_names_stored_messages_by_their_seq_and_client_id(
     assert "stored message seq 2 (id 'a-1') made no such call" in str(caught.value.problems[0])
 
 
+@pytest.mark.slow
 def test_each_step_of_a_backlog_reads_only_its_bounded_increment(
     facade_database: Database,
     user_id: str,

@@ -395,6 +395,7 @@ def test_messages_folded_out_of_the_window_become_turn_cards_inline(
     assert any("zebra0." in hit.card.text for hit in hits)
 
 
+@pytest.mark.slow
 def test_a_consolidation_job_archives_what_it_folds_once(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:

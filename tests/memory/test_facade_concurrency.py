@@ -49,6 +49,7 @@ def run_writers(mem: Memory, user_id: str, session_id: str, *, own_input: bool) 
         return [problem for future in futures for problem in future.result()]
 
 
+@pytest.mark.slow
 def test_eight_threads_writing_turns_to_one_session(
     database_url: str, user_id: str, session_id: str
 ) -> None:
@@ -60,6 +61,7 @@ def test_eight_threads_writing_turns_to_one_session(
     assert turn_problems(history, THREADS, TURNS) == []
 
 
+@pytest.mark.slow
 def test_eight_threads_on_a_small_window_with_inline_summaries(
     database_url: str, user_id: str, session_id: str
 ) -> None:
@@ -83,6 +85,7 @@ def test_eight_threads_on_a_small_window_with_inline_summaries(
     assert 0 < summary.boundary_seq == summary.covered < len(history)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_turns_to_one_session(
     spawn: Callable[..., Child],
     database: Database,
@@ -106,6 +109,7 @@ def test_two_processes_writing_turns_to_one_session(
 
 
 @pytest.mark.parametrize("stage", ["statement", "validate", "commit"])
+@pytest.mark.slow
 def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
     spawn: Callable[..., Child], database_url: str, user_id: str, session_id: str, stage: str
 ) -> None:
@@ -129,6 +133,7 @@ def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
     assert [m.client_id for m in history] == earlier + batch_ids
 
 
+@pytest.mark.slow
 def test_two_processes_opening_memory_on_a_new_data_folder_at_once(
     fresh_data_dir: Path, spawn: Callable[..., Child], user_id: str, session_id: str
 ) -> None:

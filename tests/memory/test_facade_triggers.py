@@ -102,6 +102,7 @@ def turn_cards(mem: Memory, user_id: str, session_id: str) -> list[Card]:
 # --- record triggers the fold --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_record_alone_queues_the_fold_and_the_worker_archives_it(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:

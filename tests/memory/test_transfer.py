@@ -250,6 +250,7 @@ def test_a_failure_while_storing_rolls_back_everything(
     assert rows_of(database, target) == dict.fromkeys(USER_TABLES, 0)
 
 
+@pytest.mark.slow
 def test_a_session_of_10000_messages_goes_and_comes_back(
     memory: Memory, database: Database, user_id: str
 ) -> None:
@@ -304,6 +305,7 @@ def own(database: Database) -> Iterator[Database]:
         yield other
 
 
+@pytest.mark.slow
 def test_the_commands_export_and_import(own: Database, user_id: str, tmp_path: Path) -> None:
     memory = Memory(own, Settings(summary={"mode": "inline"}), embedder=HashingEmbedder())
     memory.record(
@@ -340,6 +342,7 @@ def test_the_commands_export_and_import(own: Database, user_id: str, tmp_path: P
     assert twice.returncode == 1 and "already has data" in twice.stderr
 
 
+@pytest.mark.slow
 def test_an_export_read_in_part_ends_quietly(own: Database, user_id: str) -> None:
     memory = Memory(own, Settings(summary={"mode": "background"}), embedder=HashingEmbedder())
     batch = [{"role": "user", "content": f"message {n} " + "x" * 200} for n in range(2_000)]
