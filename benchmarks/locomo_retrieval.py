@@ -15,7 +15,6 @@ import argparse
 import math
 import os
 import pickle
-import re
 import sys
 import time
 from collections import Counter, defaultdict
@@ -28,13 +27,13 @@ from typing import Any
 import numpy as np
 import tiktoken
 
+from memory.eval.locomo import load_locomo
 from retrieval.fusion import weighted_rrf
 from retrieval.keywords import analyze
-from retrieval.turns import Utterance, turn_card_text
+from retrieval.turns import Utterance, captioned, day_text, speaker_line, turn_card_text
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-dom", 4: "single-hop", 5: "adversar"}
-_DIA = re.compile(r"^D(\d+):(\d+)$")
 
 
 # --- data -----------------------------------------------------------------------------------
@@ -63,20 +62,13 @@ class Question:
 
 @dataclass
 class Conversation:
-    """A conversation: its turns in order, its questions, its speakers."""
+    """A conversation: its turns in order, its questions."""
 
     sample_id: str
-    speakers: tuple[str, str]
     turns: list[Turn]
     questions: list[Question]
     malformed: int = 0
     missing: int = 0
-
-
-def session_date(raw: str) -> str:
-    """Turn ``1:56 pm on 8 May, 2023`` into ``8 May 2023``."""
-    day = raw.split(" on ", 1)[-1]
-    return day.replace(",", "").strip()
 
 
 def parse_day(text: str) -> date | None:
@@ -88,51 +80,26 @@ def parse_day(text: str) -> date | None:
 
 
 def load(path: Path) -> list[Conversation]:
-    """Read the LoCoMo json; count malformed and dangling evidence ids instead of failing."""
-    import json
-
+    """Read the LoCoMo json with the product's reader (``memory.eval.locomo.load_locomo``): the
+    same turns, dates and evidence ids; malformed and dangling evidence ids are counted."""
     conversations = []
-    for sample in json.loads(path.read_text()):
-        raw = sample["conversation"]
-        turns: list[Turn] = []
-        sessions = sorted(
-            (int(key.split("_")[1]) for key in raw if re.fullmatch(r"session_\d+", key)),
+    for read in load_locomo(path):
+        turns = [
+            Turn(
+                turn.dia_id,
+                session.number,
+                day_text(session.time) if session.time is not None else "",
+                turn.speaker,
+                turn.text,
+                turn.caption,
+            )
+            for session in read.sessions
+            for turn in session.turns
+        ]
+        questions = [Question(q.text, q.category, q.evidence) for q in read.questions]
+        conversations.append(
+            Conversation(read.sample_id, turns, questions, read.malformed, read.missing)
         )
-        for number in sessions:
-            date = session_date(raw.get(f"session_{number}_date_time", ""))
-            for turn in raw[f"session_{number}"]:
-                turns.append(
-                    Turn(
-                        turn["dia_id"],
-                        number,
-                        date,
-                        turn["speaker"],
-                        turn["text"],
-                        turn.get("blip_caption"),
-                    )
-                )
-        known = {t.dia_id for t in turns}
-        conversation = Conversation(
-            sample["sample_id"], (raw["speaker_a"], raw["speaker_b"]), turns, []
-        )
-        for qa in sample["qa"]:
-            evidence: list[str] = []
-            for item in qa.get("evidence", []):
-                # Some ids are lists run together ("D8:6; D9:17"): split, then validate each.
-                for part in re.split(r"[;,\s]+", str(item).strip()):
-                    if not part:
-                        continue
-                    if not _DIA.match(part):
-                        conversation.malformed += 1
-                    elif part not in known:
-                        conversation.missing += 1
-                    else:
-                        evidence.append(part)
-            if evidence:
-                conversation.questions.append(
-                    Question(qa["question"], int(qa["category"]), tuple(dict.fromkeys(evidence)))
-                )
-        conversations.append(conversation)
     return conversations
 
 
@@ -150,10 +117,7 @@ class Card:
 
 def turn_line(turn: Turn, *, caption: bool = True) -> str:
     """``Speaker: text``, with the shared image's caption when there is one."""
-    line = f"{turn.speaker}: {turn.text}"
-    if caption and turn.caption:
-        line += f" [shares an image: {turn.caption}]"
-    return line
+    return speaker_line(turn.speaker, turn.text, turn.caption if caption else None)
 
 
 def build_cards(
@@ -189,10 +153,8 @@ def build_cards(
                 )
             lines = []
             for p in parts:
-                line = p.text
-                if caption and p.caption:
-                    line += f" [shares an image: {p.caption}]"
-                lines.append(f"{p.speaker}: {line}" if speaker else line)
+                line = captioned(p.text, p.caption if caption else None)
+                lines.append(speaker_line(p.speaker, line) if speaker else line)
             body = "\n".join(lines)
             return f"[{turn.date}] {body}" if date else body
 

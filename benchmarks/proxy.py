@@ -47,6 +47,7 @@ from storage.proxy_keys import ProxyKeyStore
 
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = REPO / "tests" / "memory" / "proxy" / "upstream_fake.py"
+SERVED = REPO / "tests" / "served.py"
 WIRE_TRACE = REPO / "tests" / "wire_trace.py"
 SYSTEM = {"role": "system", "content": "You are a helpful assistant for the checkout team."}
 USER, SESSION = "bench", "long-session"
@@ -170,8 +171,11 @@ def main() -> None:
         "OPENAI_API_KEY": "",
         "OPENAI_BASE_URL": "",
     }
-    fake = load_tests_module(UPSTREAM)
-    with tempfile.TemporaryDirectory() as folder, fake.Served(fake.FakeUpstream().app) as served:
+    fake, serving = load_tests_module(UPSTREAM), load_tests_module(SERVED)
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        serving.Served(fake.FakeUpstream().app) as served,
+    ):
         upstream = f"{served.url}/v1"
         # The proxy's settings, offline (no LLM for summaries whatever this shell configured).
         same: dict[str, Any] = {"llm_api_key": None, "llm_base_url": None, **WINDOW}

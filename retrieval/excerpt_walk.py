@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from retrieval.turns import day_text
+
 __all__ = ["Line", "day_text", "render", "walk", "words_of"]
 
 
@@ -182,11 +184,6 @@ def render(lines: Sequence[Line]) -> str:
     stale = [line.until for line in ordered if line.turn and line.until is not None]
     until = min(stale, default=None)  # a whole card shows its own validity in its text
     return f"[until {day_text(until)}] {text}" if until is not None else text
-
-
-def day_text(moment: datetime) -> str:
-    """``4 April 2025``, as memories show a day."""
-    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
 
 
 def words_of(text: str) -> str:

@@ -16,7 +16,10 @@ from retrieval.recipe import DEFAULT_SEARCH
 __all__ = [
     "TurnCardText",
     "Utterance",
+    "captioned",
     "day_label",
+    "day_text",
+    "speaker_line",
     "split_turn_card",
     "turn_card_text",
     "turn_window",
@@ -72,10 +75,7 @@ def turn_card_text(utterances: Sequence[Utterance], *, day: date | None = None) 
     """
     lines = []
     for utterance in utterances:
-        line = f"{utterance.speaker}: {utterance.text}"
-        if utterance.caption:
-            line += f" [shares an image: {utterance.caption}]"
-        lines.append(_one_line(line))
+        lines.append(_one_line(speaker_line(utterance.speaker, utterance.text, utterance.caption)))
     body = "\n".join(lines)
     if day is None:
         return body
@@ -84,7 +84,22 @@ def turn_card_text(utterances: Sequence[Utterance], *, day: date | None = None) 
 
 def day_label(day: date) -> str:
     """``[8 May 2023]``: how a memory shows the day it was said."""
-    return f"[{day.day} {day.strftime('%B')} {day.year}]"
+    return f"[{day_text(day)}]"
+
+
+def day_text(day: date) -> str:
+    """``8 May 2023``: how memories, excerpts and the evaluation show a day (or a datetime's)."""
+    return f"{day.day} {day.strftime('%B')} {day.year}"
+
+
+def speaker_line(speaker: str, text: str, caption: str | None = None) -> str:
+    """``Speaker: text``, with a shared image's caption when there is one: one message's line."""
+    return f"{speaker}: {captioned(text, caption)}"
+
+
+def captioned(text: str, caption: str | None) -> str:
+    """``text``, followed by the caption of the image it shares, if any."""
+    return f"{text} [shares an image: {caption}]" if caption else text
 
 
 class TurnCardText(BaseModel):

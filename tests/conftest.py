@@ -1,14 +1,25 @@
 """Shared fixtures: one embedded Postgres per test run, started only when a test needs it."""
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 from child_process import Child, Spawn
+from sqlalchemy import text
 
 import storage.engine
 from storage import Database
+
+# CI (``CI`` set, as .ci/run does) runs the property tests derandomized and without a deadline:
+# the same examples every run, and a loaded machine's slow example is not a failure. Locally
+# they keep hypothesis's defaults (new examples each run); HYPOTHESIS_PROFILE picks either.
+hypothesis.settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+hypothesis.settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default")
+)
 
 
 def stop_embedded(data_folder: Path) -> None:
@@ -30,6 +41,13 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """An open, migrated embedded database shared by the whole test run."""
     opened = Database.open(None, data_dir=tmp_path_factory.mktemp("stratamem"))
+    # The run's server is scratch: nothing on it must outlive a power cut, and on a shared disk
+    # each commit's fsync took tens of milliseconds (half the wall time of the storage tests).
+    # A crash of the server or of a client (the restart tests) still loses nothing: what was
+    # written is in the kernel's cache. Servers a test starts of its own keep the defaults.
+    with opened.engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+        connection.execute(text("ALTER SYSTEM SET fsync = off"))
+        connection.execute(text("SELECT pg_reload_conf()"))
     yield opened
     opened.close()
     assert opened.data_folder is not None

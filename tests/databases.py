@@ -1,9 +1,9 @@
-"""A database of a test module's own, on the test run's shared embedded server; and how a test
-takes an embedded server down as an outage would."""
+"""A database of a test module's own, on the test run's shared embedded server; how many rows a
+user has in each table; and how a test takes an embedded server down as an outage would."""
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -31,6 +31,19 @@ def own_database(database: Database, prefix: str) -> Iterator[Database]:
         opened.close()
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+def user_rows(database: Database, user_id: str, tables: Iterable[str]) -> dict[str, int]:
+    """How many rows each of ``tables`` holds for the user (0 everywhere once forgotten)."""
+    with database.engine.connect() as connection:
+        return {
+            table: int(
+                connection.scalar(
+                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
+                )
+            )
+            for table in tables
+        }
 
 
 def postmaster(data_folder: Path) -> psutil.Process | None:

@@ -7,6 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).parent.parent
@@ -42,6 +43,7 @@ def test_each_adapter_has_its_extra_and_integrations_has_them_all() -> None:
     assert "stratamem[integrations]" in extras["dev"]  # the tests run against the frameworks
 
 
+@pytest.mark.slow
 def test_importing_stratamem_imports_no_framework() -> None:
     script = (
         "import sys, memory, memory.cli, memory.integrations\n"
@@ -56,6 +58,7 @@ def test_importing_stratamem_imports_no_framework() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_importing_memory_imports_no_client_no_model_runtime() -> None:
     # Every process that imports memory pays for what it imports (the CLI, each worker, each
     # test child): the openai client, o200k's ranks and the model runtimes load when used.

@@ -6,7 +6,6 @@ into a self-contained query for recall. The submodules hold the parts; this pack
 what the facade and the store use.
 """
 
-from memory.cards.archived_turns import turn_draft
 from memory.cards.dates import ResolvedDate, resolve_date, time_range_of_query
 from memory.cards.extract import CardExtractor, Extraction, ExtractionEvent, RulesFallback
 from memory.cards.model import (
@@ -52,5 +51,4 @@ __all__ = [
     "task_attribute",
     "task_key",
     "time_range_of_query",
-    "turn_draft",
 ]

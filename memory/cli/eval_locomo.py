@@ -42,6 +42,7 @@ from memory.eval.locomo import Conversation, Recalled, Session
 from memory.facade import Memory
 from memory.settings import Settings
 from retrieval import Embedder, day_label
+from retrieval.turns import captioned
 from storage import Card, Database
 
 __all__ = [
@@ -80,9 +81,7 @@ def session_messages(session: Session, *, user_speaker: str | None) -> list[dict
     """
     messages: list[dict[str, Any]] = []
     for turn in session.turns:
-        text = turn.text
-        if turn.caption:
-            text += f" [shares an image: {turn.caption}]"
+        text = captioned(turn.text, turn.caption)
         message: dict[str, Any] = {
             "role": "user" if turn.speaker == user_speaker else "assistant",
             "name": turn.speaker,

@@ -18,10 +18,12 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from statistics import fmean
 from typing import Any
+
+from retrieval.turns import day_text, speaker_line
 
 __all__ = [
     "CATEGORIES",
@@ -265,10 +267,7 @@ def reciprocal_rank(evidence: Sequence[str], recalled: Sequence[Recalled]) -> fl
 
 def turn_line(turn: Turn) -> str:
     """``Speaker: text``, with the shared image's caption when there is one."""
-    line = f"{turn.speaker}: {turn.text}"
-    if turn.caption:
-        line += f" [shares an image: {turn.caption}]"
-    return line
+    return speaker_line(turn.speaker, turn.text, turn.caption)
 
 
 def conversation_tokens(conversation: Conversation, count: Callable[[str], int]) -> int:
@@ -276,14 +275,9 @@ def conversation_tokens(conversation: Conversation, count: Callable[[str], int])
     total = 0
     for session in conversation.sessions:
         if session.time is not None:
-            total += count(_day(session.time))
+            total += count(day_text(session.time))
         total += sum(count(turn_line(turn)) for turn in session.turns)
     return total
-
-
-def _day(moment: datetime | date) -> str:
-    """``8 May 2023``, as turn cards show a day."""
-    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
 
 
 def score_question(

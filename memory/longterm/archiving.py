@@ -12,6 +12,7 @@ from memory.cards.caps import cap_drafts
 from memory.context.cut import cut_to_chars
 from memory.context.messages import Message
 from memory.longterm.card_lifecycle import CardWriter
+from memory.summary.transcript import sanitize_text
 from retrieval import CardDraft, Utterance, turn_card_text, turn_window
 from storage import MAX_CARD_TEXT_CHARS, ArchiveMarks, Card, MessageStore, StoredMessage
 
@@ -243,7 +244,7 @@ def _turn_card(
     text = turn_card_text(utterances, day=stored.created_at.date())
     return CardDraft(
         type="turn",
-        text=_storable(cut_to_chars(text, MAX_CARD_TEXT_CHARS)),
+        text=sanitize_text(cut_to_chars(text, MAX_CARD_TEXT_CHARS)),
         turn_message_id=stored.id,
         session_id=session_id,
         tags=[message.role],
@@ -261,9 +262,9 @@ def _stored_draft(
     sources = [by_seq[seq] for seq in draft.source_indices if seq in by_seq]
     return CardDraft(
         type=draft.type,
-        text=_storable(draft.text),
-        topic=_storable(draft.topic) if draft.topic else None,
-        tags=[_storable(tag) for tag in draft.tags],
+        text=sanitize_text(draft.text),
+        topic=sanitize_text(draft.topic) if draft.topic else None,
+        tags=[sanitize_text(tag) for tag in draft.tags],
         session_id=session_id,
         # The ids the card was extracted from, not those found again now: stored only while
         # the session holds them (``storage.erasure``), erased or not since.
@@ -271,17 +272,9 @@ def _stored_draft(
         source_client_ids=[s.client_id for s in sources if s.client_id is not None],
         observed_at=draft.observed_at,
         occurred_at=draft.occurred_at,
-        subject=_storable(draft.subject) if draft.subject else None,
-        attribute=_storable(draft.attribute) if draft.attribute else None,
+        subject=sanitize_text(draft.subject) if draft.subject else None,
+        attribute=sanitize_text(draft.attribute) if draft.attribute else None,
     )
-
-
-def _storable(text: str) -> str:
-    """``text`` with what a Postgres text column cannot hold (NUL, a lone surrogate) replaced
-    by U+FFFD: a message may hold a NUL (its JSON keeps it) and a model's reply anything, and
-    one such card must not lose the others of its batch. A pin with one is refused instead."""
-    repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return repaired.replace("\x00", "\ufffd")
 
 
 def _speaker(message: Message) -> str:

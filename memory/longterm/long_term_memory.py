@@ -45,6 +45,7 @@ from retrieval import (
     relevant_cards,
     search_config_for,
 )
+from retrieval.turns import day_text
 from storage import (
     ArchiveMarks,
     Card,
@@ -371,18 +372,13 @@ def _memory(card: Card, score: float) -> RetrievedMemory:
     is pinned (the pin budget is checked then).
     """
     text = card.text
-    until = f"until {_day(card.valid_to)}" if card.valid_to is not None else None
+    until = f"until {day_text(card.valid_to)}" if card.valid_to is not None else None
     if card.type != "turn" and not card.pinned:
-        when = _day(card.occurred_at or card.observed_at)
+        when = day_text(card.occurred_at or card.observed_at)
         text = f"[{when}, {until}] {text}" if until else f"[{when}] {text}"
     elif until:
         text = f"[{until}] {text}"
     return RetrievedMemory(text=text, score=score, pinned=card.pinned, id=str(card.id))
-
-
-def _day(moment: datetime) -> str:
-    """``4 April 2025``, as memories show a day."""
-    return f"{moment.day} {moment.strftime('%B')} {moment.year}"
 
 
 def _must(message: Message | None) -> Message:

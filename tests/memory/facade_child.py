@@ -3,6 +3,8 @@
 Every mode talks to the parent over stdout lines (and reads a line on stdin where it must wait
 for the parent or a sibling), so the tests synchronise on pipes, never on sleeps. The turn
 helpers are shared with the tests, so threads and processes write the same conversation.
+Cards are embedded by the hashing fake (named as the model the shared database records): these
+tests are about concurrent writes, not recall, and each process would load MiniLM.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy import event
 import memory.session.writer
 import storage.messages.store
 from memory import Memory, Settings, validate_history
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database, NewMessage, StoredMessage
 
 CLIENT_KEYS = ("id", "metadata", "timestamp")
@@ -98,7 +101,7 @@ def turn_problems(history: list[StoredMessage], writers: list[str], count: int) 
 
 def turns(url: str, user_id: str, session_id: str, writer: str, count: str) -> None:
     """Write turns through ``Memory.open(url)`` once the parent says go; report any problem."""
-    with Memory.open(url) as mem:
+    with Memory.open(url, embedder=HashingEmbedder(name=MINILM_NAME)) as mem:
         wait_for_go()
         problems = write_turns(mem, user_id, session_id, writer, int(count), own_input=True)
     say("done" if not problems else "problems " + "; ".join(problems))
@@ -114,7 +117,7 @@ def die_in_record(url: str, user_id: str, session_id: str, stage: str, count: st
     with SIGKILL once it says ``paused``.
     """
     database = Database.open(url, pool_size=1)
-    mem = Memory(database, Settings(database_url=url))
+    mem = Memory(database, Settings(database_url=url), embedder=HashingEmbedder(name=MINILM_NAME))
     for index in range(3):
         mem.prepare(user_id=user_id, session_id=session_id, input=question("earlier", index))
         mem.record(user_id=user_id, session_id=session_id, messages=[answer("earlier", index)])

@@ -75,6 +75,7 @@ def pending_cards_job(mem: Memory, user_id: str, session_id: str) -> dict[str, A
     return None if row is None else dict(row._mapping)
 
 
+@pytest.mark.slow
 def test_a_fact_said_in_one_session_is_recalled_in_another_without_ending_it(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from databases import user_rows
 from sqlalchemy import text
 
 from memory import Memory, Settings
@@ -257,10 +258,6 @@ def test_forget_leaves_nothing_of_superseded_cards(
 
     mem.forget(user_id=user_id)
 
-    with lifecycle_database.reading() as connection:
-        for table in ("cards", "card_terms", "card_stats", "archive_marks", "messages"):
-            left = connection.execute(
-                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-            ).scalar_one()
-            assert left == 0, table
+    tables = ("cards", "card_terms", "card_stats", "archive_marks", "messages")
+    assert user_rows(lifecycle_database, user_id, tables) == dict.fromkeys(tables, 0)
     assert mem.search(user_id=user_id, query="Berlin", include_superseded=True) == []

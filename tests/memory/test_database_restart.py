@@ -40,6 +40,7 @@ def contents(mem: Memory) -> list[object]:
 
 
 @pytest.mark.parametrize("how", ["stop", "immediate", "kill"])
+@pytest.mark.slow
 def test_the_next_request_after_the_server_went_away_starts_it_and_keeps_every_message(
     fresh_data_dir: Path, how: str
 ) -> None:
@@ -70,6 +71,7 @@ def test_the_next_request_after_the_server_went_away_starts_it_and_keeps_every_m
 
 
 @pytest.mark.parametrize("how", ["immediate", "kill"])
+@pytest.mark.slow
 def test_a_worker_thread_starts_the_server_again_and_runs_the_next_jobs(
     fresh_data_dir: Path, how: str
 ) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from databases import own_database
+from databases import own_database, user_rows
 from fake_openai import FakeOpenAI, Hang
 from sqlalchemy import text
 
@@ -64,15 +64,7 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 def rows_of(database: Database, user_id: str) -> dict[str, int]:
     """How many rows each table holds for the user (0 everywhere once forgotten)."""
-    with database.engine.connect() as connection:
-        return {
-            table: int(
-                connection.scalar(
-                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-                )
-            )
-            for table in USER_TABLES
-        }
+    return user_rows(database, user_id, USER_TABLES)
 
 
 def forget_in_another_process(database_url: str, user_id: str, *extra: str) -> str:
@@ -107,6 +99,7 @@ def app(database: Database) -> Memory:
     return Memory(database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
 
 
+@pytest.mark.slow
 def test_a_forget_in_another_process_reaches_a_warm_window_and_the_pins(
     app: Memory, database_url: str, user_id: str
 ) -> None:
@@ -136,6 +129,7 @@ def test_a_forget_in_another_process_reaches_a_warm_window_and_the_pins(
     ]
 
 
+@pytest.mark.slow
 def test_a_session_started_again_past_the_cached_seqs_is_read_as_it_is_now(
     app: Memory, database_url: str, user_id: str
 ) -> None:
@@ -201,6 +195,7 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     }
 
 
+@pytest.mark.slow
 def test_the_command_forgets_cards_of_an_embedder_it_does_not_have(
     database: Database, database_url: str, user_id: str
 ) -> None:

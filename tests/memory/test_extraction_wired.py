@@ -312,6 +312,7 @@ def test_a_job_that_stored_cards_but_died_before_its_mark_adds_nothing_when_retr
     assert len(server.requests) == 2  # extracted twice, stored once
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     make_memory: Callable[..., Memory],
     server: FakeOpenAI,
@@ -375,6 +376,7 @@ def test_a_process_killed_mid_extraction_is_retried_without_duplicates(
     assert len(longterm.store.list_cards(user_id, everything)) == len(after)
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_archive_then_the_session_goes_on_gets_no_second_turn_card(
     make_memory: Callable[..., Memory],
     server: FakeOpenAI,
@@ -420,6 +422,7 @@ def test_a_process_killed_mid_archive_then_the_session_goes_on_gets_no_second_tu
     assert sorted(card.turn_message_id for card in cards) == [m.id for m in stored]
 
 
+@pytest.mark.slow
 def test_a_runaway_reply_stores_at_most_its_cap_of_bounded_cards(
     make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
 ) -> None:

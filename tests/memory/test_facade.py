@@ -2,7 +2,9 @@
 
 The API as the issue writes it, the bounded cost of ``prepare`` (rows read do not grow with the
 history, and never cross the summary boundary), and invalid input: each refused with a clear
-error and nothing stored.
+error and nothing stored. Cards are embedded with the hashing fake (named as MiniLM, the model
+the shared test database records): no test here is about recall, and MiniLM would embed every
+archived turn (minutes for the 2,000-message test under load).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from memory import (
     validate_history,
 )
 from memory.testing import ScriptedChatModel
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database, MessageStore, NewMessage, StoredMessage
 from storage.messages.store import WindowRead
 
@@ -55,7 +58,10 @@ def make_memory(facade_database: Database) -> Callable[..., Memory]:
     """
 
     def make(**settings: Any) -> Memory:
-        return Memory(facade_database, Settings(**{"summary": {"debounce_seconds": 0}, **settings}))
+        settings = {"summary": {"debounce_seconds": 0}, **settings}
+        return Memory(
+            facade_database, Settings(**settings), embedder=HashingEmbedder(name=MINILM_NAME)
+        )
 
     return make
 
@@ -108,6 +114,7 @@ def contents(history: list[StoredMessage]) -> list[Any]:
 # The API, as the issue writes it.
 
 
+@pytest.mark.slow
 def test_prepare_stores_the_input_and_returns_a_plain_openai_context(
     mem: Memory, user_id: str, session_id: str
 ) -> None:
@@ -205,6 +212,7 @@ def test_prepare_without_input_continues_the_tool_loop(
     assert len(mem.history(user_id=user_id, session_id=session_id)) == 3
 
 
+@pytest.mark.slow
 def test_a_long_conversation_is_archived_before_the_cap_would_drop_any_of_it(
     small: Memory, user_id: str, session_id: str
 ) -> None:
@@ -258,6 +266,7 @@ def test_a_tool_result_larger_than_the_window_is_stored_whole_and_cut_in_context
     small.run_worker(until_idle=True)
 
 
+@pytest.mark.slow
 def test_open_without_a_url_uses_the_embedded_database_in_the_data_dir(
     fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch, user_id: str, session_id: str
 ) -> None:
@@ -408,6 +417,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[int]]]:
     return seen
 
 
+@pytest.mark.slow
 def test_prepare_reads_as_many_rows_for_2000_messages_as_for_200(
     small: Memory,
     user_id: str,
@@ -723,13 +733,17 @@ def test_recording_nothing_creates_no_session(mem: Memory, user_id: str, session
     assert mem.history(user_id=user_id, session_id=session_id) == []
 
 
+@pytest.mark.slow
 def test_a_backlog_is_folded_in_bounded_summariser_calls(
     facade_database: Database, user_id: str, session_id: str
 ) -> None:
     # One call per fold for the summary and the cards (long-term memory is on).
     replies = [json.dumps({"summary": f"summary {n}", "cards": []}) for n in range(50)]
     chat = ScriptedChatModel(replies)
-    memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
+    settings = Settings(context_window=2_000, max_output=200)
+    memory = Memory(
+        facade_database, settings, chat=chat, embedder=HashingEmbedder(name=MINILM_NAME)
+    )
     for turn in range(60):  # recorded with no prepare and no worker: a backlog builds up
         memory.record(
             user_id=user_id,
@@ -776,6 +790,7 @@ def test_a_broken_batch_names_stored_messages_by_their_seq_and_client_id(
     assert "stored message seq 2 (id 'a-1') made no such call" in str(caught.value.problems[0])
 
 
+@pytest.mark.slow
 def test_each_step_of_a_backlog_reads_only_its_bounded_increment(
     facade_database: Database,
     user_id: str,
@@ -783,7 +798,10 @@ def test_each_step_of_a_backlog_reads_only_its_bounded_increment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     chat = ScriptedChatModel([f"summary {n}" for n in range(200)])
-    memory = Memory(facade_database, Settings(context_window=2_000, max_output=200), chat=chat)
+    settings = Settings(context_window=2_000, max_output=200)
+    memory = Memory(
+        facade_database, settings, chat=chat, embedder=HashingEmbedder(name=MINILM_NAME)
+    )
     for turn in range(200):  # recorded with no prepare and no worker: a long backlog
         memory.record(
             user_id=user_id,

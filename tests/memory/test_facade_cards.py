@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from databases import user_rows
 
 from memory import (
     CardNotFoundError,
@@ -99,17 +99,18 @@ def test_end_session_extracts_rule_cards(mem: Memory, user_id: str) -> None:
     assert any("Ana" in hit.card.text for hit in extracted)
 
 
-def test_messages_with_a_nul_become_cards_with_a_replacement_character(
+def test_messages_with_a_nul_become_cards_that_show_it_as_the_summary_does(
     mem: Memory, user_id: str
 ) -> None:
     # A message keeps its NUL (its JSON holds it); a card's text column cannot: one such turn
-    # failed the whole batch of the session's cards.
+    # failed the whole batch of the session's cards. Cards and summaries repair text the same
+    # way (``sanitize_text``): a NUL is shown as U+2400, not lost in U+FFFD.
     say(mem, user_id, "s1", ("My name is Ana\x00.", "Hello\x00 Ana."), ("We use Postgres.", "Ok."))
     mem.end_session(user_id=user_id, session_id="s1")
 
     cards = [hit.card for hit in mem.search(user_id=user_id, query="Ana Postgres", k=50)]
     texts = "\n".join(card.text for card in cards)
-    assert "User: My name is Ana\ufffd." in texts and "Assistant: Hello\ufffd Ana." in texts
+    assert "User: My name is Ana\u2400." in texts and "Assistant: Hello\u2400 Ana." in texts
     assert "User: We use Postgres." in texts
     assert "\x00" not in texts
     stored = mem.history(user_id=user_id, session_id="s1")
@@ -222,17 +223,9 @@ def test_forget_everything_leaves_nothing(
 
     mem.forget(user_id=user_id)
 
-    with cards_database.reading() as connection:
-        for table in ("messages", "sessions", "session_summaries", "jobs", "cards"):
-            left = connection.execute(
-                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-            ).scalar_one()
-            assert left == 0, table
-        for table in ("card_terms", "archive_marks"):
-            left = connection.execute(
-                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-            ).scalar_one()
-            assert left == 0, table
+    tables = ("messages", "sessions", "session_summaries", "jobs", "cards")
+    tables += ("card_terms", "archive_marks")
+    assert user_rows(cards_database, user_id, tables) == dict.fromkeys(tables, 0)
     assert mem.history(user_id=user_id, session_id="s1") == []
     assert mem.search(user_id=user_id, query="Postgres") == []
 
@@ -402,6 +395,7 @@ def test_messages_folded_out_of_the_window_become_turn_cards_inline(
     assert any("zebra0." in hit.card.text for hit in hits)
 
 
+@pytest.mark.slow
 def test_a_consolidation_job_archives_what_it_folds_once(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:

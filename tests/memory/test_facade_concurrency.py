@@ -16,6 +16,7 @@ from child_process import Child, Spawn
 from facade_child import answer, batch, question, turn_problems, write_turns
 
 from memory import Memory
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database, MessageStore
 
 CHILD = Path(__file__).with_name("facade_child.py")
@@ -48,10 +49,11 @@ def run_writers(mem: Memory, user_id: str, session_id: str, *, own_input: bool) 
         return [problem for future in futures for problem in future.result()]
 
 
+@pytest.mark.slow
 def test_eight_threads_writing_turns_to_one_session(
     database_url: str, user_id: str, session_id: str
 ) -> None:
-    with Memory.open(database_url) as mem:
+    with Memory.open(database_url, embedder=HashingEmbedder(name=MINILM_NAME)) as mem:
         problems = run_writers(mem, user_id, session_id, own_input=True)
         history = mem.history(user_id=user_id, session_id=session_id)
 
@@ -59,13 +61,18 @@ def test_eight_threads_writing_turns_to_one_session(
     assert turn_problems(history, THREADS, TURNS) == []
 
 
+@pytest.mark.slow
 def test_eight_threads_on_a_small_window_with_inline_summaries(
     database_url: str, user_id: str, session_id: str
 ) -> None:
     # Every prepare past the trigger consolidates in the request: the threads race on the
     # summary's compare-and-set as well as on the session.
     with Memory.open(
-        database_url, context_window=1_000, max_output=200, summary={"mode": "inline"}
+        database_url,
+        embedder=HashingEmbedder(name=MINILM_NAME),
+        context_window=1_000,
+        max_output=200,
+        summary={"mode": "inline"},
     ) as mem:
         problems = run_writers(mem, user_id, session_id, own_input=False)
         history = mem.history(user_id=user_id, session_id=session_id)
@@ -78,6 +85,7 @@ def test_eight_threads_on_a_small_window_with_inline_summaries(
     assert 0 < summary.boundary_seq == summary.covered < len(history)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_turns_to_one_session(
     spawn: Callable[..., Child],
     database: Database,
@@ -101,6 +109,7 @@ def test_two_processes_writing_turns_to_one_session(
 
 
 @pytest.mark.parametrize("stage", ["statement", "validate", "commit"])
+@pytest.mark.slow
 def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
     spawn: Callable[..., Child], database_url: str, user_id: str, session_id: str, stage: str
 ) -> None:
@@ -112,7 +121,7 @@ def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
 
     earlier = [m["id"] for i in range(3) for m in (question("earlier", i), answer("earlier", i))]
     batch_ids = [message["id"] for message in batch(size)]
-    with Memory.open(database_url) as mem:
+    with Memory.open(database_url, embedder=HashingEmbedder(name=MINILM_NAME)) as mem:
         stored = [m.client_id for m in mem.history(user_id=user_id, session_id=session_id)]
         # All or nothing; killed before its commit, the batch left nothing.
         assert stored in (earlier, earlier + batch_ids)
@@ -124,6 +133,7 @@ def test_a_record_killed_midway_stores_none_of_its_batch_and_keeps_the_rest(
     assert [m.client_id for m in history] == earlier + batch_ids
 
 
+@pytest.mark.slow
 def test_two_processes_opening_memory_on_a_new_data_folder_at_once(
     fresh_data_dir: Path, spawn: Callable[..., Child], user_id: str, session_id: str
 ) -> None:

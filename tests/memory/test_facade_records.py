@@ -30,6 +30,7 @@ from memory import (
     ToolCallInterruptedError,
 )
 from memory.session.incoming import METADATA_MAX_DEPTH
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database
 
 
@@ -42,7 +43,10 @@ def records_database(database_url: str) -> Iterator[Database]:
 
 @pytest.fixture
 def mem(records_database: Database) -> Memory:
-    return Memory(records_database, Settings(summary={"debounce_seconds": 0}))
+    """Cards embedded by the hashing fake (named as the model the shared database records):
+    no test here is about recall."""
+    settings = Settings(summary={"debounce_seconds": 0})
+    return Memory(records_database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
 
 
 def call(call_id: str, name: str = "track") -> dict[str, Any]:

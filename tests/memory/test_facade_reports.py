@@ -12,6 +12,7 @@ from memory import Memory, Message, Settings, TiktokenCounter
 from memory.context.assembler import assemble
 from memory.session.preparing import _named_by_seq
 from memory.session.recent import RecentWindow
+from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database, StoredMessage
 
 
@@ -24,9 +25,10 @@ def reports_database(database_url: str) -> Iterator[Database]:
 
 @pytest.fixture
 def small(reports_database: Database) -> Memory:
-    """A history budget of about a thousand tokens."""
+    """A history budget of about a thousand tokens; cards embedded by the hashing fake (named
+    as the model the shared database records): no test here is about recall."""
     settings = Settings(context_window=1_500, max_output=300, summary={"debounce_seconds": 0})
-    return Memory(reports_database, settings)
+    return Memory(reports_database, settings, embedder=HashingEmbedder(name=MINILM_NAME))
 
 
 def test_with_a_long_system_prompt_what_the_cap_would_drop_is_archived_too(

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from databases import own_database
 from sqlalchemy import text
 
 from memory import Memory, Settings
@@ -28,10 +29,11 @@ LONG_AGO = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def triggers_database(database_url: str) -> Iterator[Database]:
-    """This module's own handle on the shared database."""
-    with Database.open(database_url) as opened:
-        yield opened
+def triggers_database(database: Database) -> Iterator[Database]:
+    """A database of this module's own on the shared server: the worker and the idle sweep
+    here take every job and session of their database, not those other modules left."""
+    with own_database(database, "triggers") as own:
+        yield own
 
 
 @pytest.fixture
@@ -100,6 +102,7 @@ def turn_cards(mem: Memory, user_id: str, session_id: str) -> list[Card]:
 # --- record triggers the fold --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_record_alone_queues_the_fold_and_the_worker_archives_it(
     make_memory: Callable[..., Memory], user_id: str
 ) -> None:

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
+@pytest.mark.slow
 def test_the_facade_example_runs_twice_on_one_data_folder(fresh_data_dir: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     example = next(block for block in blocks if "Memory.open()" in block)
@@ -29,6 +32,7 @@ def test_the_facade_example_runs_twice_on_one_data_folder(fresh_data_dir: Path) 
     assert [run.stdout.splitlines()[-1] for run in runs] == ["3", "4"]
 
 
+@pytest.mark.slow
 def test_the_long_term_memory_example_recalls_across_sessions(fresh_data_dir: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
     example = next(block for block in blocks if "end_session" in block)

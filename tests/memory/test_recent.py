@@ -311,6 +311,7 @@ def chat_message(rng: random.Random, session: int, index: int) -> list[NewMessag
     return turn
 
 
+@pytest.mark.slow
 def test_what_the_cache_holds_stays_within_its_byte_bound_as_tracemalloc_measures_it(
     store: CountingStore, user_id: str
 ) -> None:

@@ -185,6 +185,7 @@ def test_a_background_fold_job_makes_one_call_and_archiving_none(
     assert sum(cited(mine(server, user_id)).values()) == 60  # once each, the rest at the end
 
 
+@pytest.mark.slow
 def test_a_crash_between_the_cards_and_the_summary_is_retried_without_duplicates(
     make_memory: Callable[..., Memory],
     server: FakeOpenAI,
@@ -274,6 +275,7 @@ def test_an_archive_written_by_prepare_is_upgraded_and_extracted_in_the_same_cal
     assert ArchiveMarks(mem._database).get(user_id, "s1") == summary.boundary_seq
 
 
+@pytest.mark.slow
 def test_messages_folded_before_long_term_memory_was_on_are_extracted_before_the_next_fold(
     make_memory: Callable[..., Memory], server: FakeOpenAI, user_id: str
 ) -> None:

@@ -137,6 +137,7 @@ def stored_drafts(statements: list[tuple[str, str, int]], batch: list[int]) -> l
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(history=histories())
+@pytest.mark.slow
 def test_rules_only_chains_are_acyclic_with_one_current_card_per_fact(
     index: CardIndex, history: tuple[str, list[tuple[str, str, int]], list[list[int]], int]
 ) -> None:

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from databases import own_database
-from sqlalchemy import text
+from databases import own_database, user_rows
 
 from memory import Memory, Settings
 from memory.errors import ExportFormatError
@@ -51,15 +50,8 @@ def memory(database: Database) -> Memory:
 
 
 def rows_of(database: Database, user_id: str) -> dict[str, int]:
-    with database.engine.connect() as connection:
-        return {
-            table: int(
-                connection.scalar(
-                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-                )
-            )
-            for table in USER_TABLES
-        }
+    """How many rows each table holds for the user (0 everywhere once forgotten)."""
+    return user_rows(database, user_id, USER_TABLES)
 
 
 def fill(memory: Memory, database: Database, user_id: str) -> None:
@@ -258,6 +250,7 @@ def test_a_failure_while_storing_rolls_back_everything(
     assert rows_of(database, target) == dict.fromkeys(USER_TABLES, 0)
 
 
+@pytest.mark.slow
 def test_a_session_of_10000_messages_goes_and_comes_back(
     memory: Memory, database: Database, user_id: str
 ) -> None:
@@ -312,6 +305,7 @@ def own(database: Database) -> Iterator[Database]:
         yield other
 
 
+@pytest.mark.slow
 def test_the_commands_export_and_import(own: Database, user_id: str, tmp_path: Path) -> None:
     memory = Memory(own, Settings(summary={"mode": "inline"}), embedder=HashingEmbedder())
     memory.record(
@@ -348,6 +342,7 @@ def test_the_commands_export_and_import(own: Database, user_id: str, tmp_path: P
     assert twice.returncode == 1 and "already has data" in twice.stderr
 
 
+@pytest.mark.slow
 def test_an_export_read_in_part_ends_quietly(own: Database, user_id: str) -> None:
     memory = Memory(own, Settings(summary={"mode": "background"}), embedder=HashingEmbedder())
     batch = [{"role": "user", "content": f"message {n} " + "x" * 200} for n in range(2_000)]

@@ -242,6 +242,7 @@ def same_settings(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Setti
 
 
 @pytest.mark.parametrize("until_idle", [True, False])
+@pytest.mark.slow
 def test_sigterm_lets_the_running_job_finish_and_store_its_summary(
     private_database: Database,
     user_id: str,
@@ -302,6 +303,7 @@ def test_an_unreachable_database_is_one_clear_line_and_exit_code_3(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_worker_process_reports_an_outage_once_and_carries_on(
     embedded: tuple[Database, Path],
 ) -> None:

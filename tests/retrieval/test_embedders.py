@@ -106,6 +106,7 @@ def test_openai_embedder_wraps_api_errors_and_checks_the_dimension() -> None:
         short.embed(["a"])
 
 
+@pytest.mark.slow
 def test_minilm_is_loaded_once_and_embeds_meaning(minilm: SentenceTransformerEmbedder) -> None:
     results: list[list[list[float]]] = []
     threads = [

@@ -1,5 +1,7 @@
 """Near-duplicate cards merge their sources on the way in (real MiniLM, real Postgres)."""
 
+import pytest
+
 from retrieval import CardDraft, CardIndex
 
 
@@ -9,6 +11,7 @@ def profile(text: str, source: str, **fields: object) -> CardDraft:
     )
 
 
+@pytest.mark.slow
 def test_a_rewording_merges_into_the_stored_card(index: CardIndex, user_id: str) -> None:
     [first] = index.add(user_id, [profile("User lives in Berlin", "m1")])
     [again] = index.add(user_id, [profile("The user lives in Berlin.", "m2")])
@@ -19,6 +22,7 @@ def test_a_rewording_merges_into_the_stored_card(index: CardIndex, user_id: str)
     assert [card.id for card in index.store.list_cards(user_id)] == [first.id]
 
 
+@pytest.mark.slow
 def test_a_new_value_is_a_new_card_not_a_merge(index: CardIndex, user_id: str) -> None:
     # These sit close in MiniLM (the benchmark's pairs); they must supersede, never merge.
     pairs = [
@@ -47,6 +51,7 @@ def test_a_rewording_inside_one_batch_is_one_card(index: CardIndex, user_id: str
     assert len(index.store.list_cards(user_id)) == 2
 
 
+@pytest.mark.slow
 def test_turns_pins_other_types_and_superseded_cards_never_absorb_a_draft(
     index: CardIndex, user_id: str
 ) -> None:

@@ -38,6 +38,7 @@ def onnx(onnx_race: tuple[Path, list[str]]) -> OnnxEmbedder:
     return OnnxEmbedder()
 
 
+@pytest.mark.slow
 def test_two_processes_building_at_once_export_once_and_leave_no_partial_file(
     onnx_race: tuple[Path, list[str]],
 ) -> None:
@@ -54,6 +55,7 @@ def test_two_processes_building_at_once_export_once_and_leave_no_partial_file(
     ]
 
 
+@pytest.mark.slow
 def test_onnx_vectors_are_the_torch_models_within_the_tolerance(
     onnx: OnnxEmbedder, minilm: SentenceTransformerEmbedder
 ) -> None:

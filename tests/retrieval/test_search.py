@@ -46,6 +46,7 @@ def test_semantic_and_keyword_queries_find_their_card(index: CardIndex, user_id:
     assert top("Oscar") == "The dog's name is Oscar."
 
 
+@pytest.mark.slow
 def test_random_searches_never_return_another_users_card(
     index: CardIndex, minilm: SentenceTransformerEmbedder
 ) -> None:

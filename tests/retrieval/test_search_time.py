@@ -92,6 +92,7 @@ def test_the_window_respects_every_filter(index: CardIndex, user_id: str) -> Non
     assert texts(found) == ["I painted the fence in May."]
 
 
+@pytest.mark.slow
 def test_never_fewer_than_k_with_a_window_and_a_filter(index: CardIndex, user_id: str) -> None:
     drafts = [
         said(f"Note number {i} about the garden.", MAY + timedelta(hours=i)) for i in range(30)

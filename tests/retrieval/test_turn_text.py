@@ -1,9 +1,10 @@
 """Tests of the turn card's text and window."""
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 
+from memory.eval.locomo import Turn, turn_line
 from retrieval import (
     DEFAULT_SEARCH,
     TurnCardText,
@@ -12,6 +13,8 @@ from retrieval import (
     turn_card_text,
     turn_window,
 )
+from retrieval.excerpt_walk import day_text as excerpt_day
+from retrieval.turns import day_label, day_text, speaker_line
 
 
 def test_text_holds_every_utterance_and_the_date() -> None:
@@ -67,3 +70,16 @@ def test_the_window_is_the_recipes() -> None:
     assert (DEFAULT_SEARCH.turn_before, DEFAULT_SEARCH.turn_after) == (1, 1)
     assert list(turn_window(9, 4)) == [3, 4, 5]
     assert list(turn_window(9, 4, before=2, after=0)) == [2, 3, 4]
+
+
+def test_a_day_and_a_speakers_line_are_shown_one_way_everywhere() -> None:
+    # One rule each (issue 19 item 8): turn cards, recalled memories, excerpts and the LoCoMo
+    # evaluation all take the day's text and a message's line from here.
+    moment = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert day_text(moment) == day_text(moment.date()) == "8 May 2023"
+    assert day_label(moment.date()) == "[8 May 2023]"
+    assert excerpt_day is day_text
+    assert speaker_line("Melanie", "Look!", "a lake") == "Melanie: Look! [shares an image: a lake]"
+    assert speaker_line("Melanie", "Look!") == "Melanie: Look!"
+    turn = Turn("D1:3", "Melanie", "Look!", "a lake")
+    assert turn_line(turn) == speaker_line("Melanie", "Look!", "a lake")

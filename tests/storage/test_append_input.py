@@ -52,6 +52,7 @@ def seqs(records: Iterator[StoredMessage]) -> list[int]:
     return [record.seq for record in records]
 
 
+@pytest.mark.slow
 def test_the_input_is_stored_and_returned_first_with_the_rows_before_it(
     store: MessageStore, user_id: str, session_id: str
 ) -> None:

@@ -96,6 +96,7 @@ def test_the_keyword_window_widens_when_filters_drop_the_best(
     assert [m.card_id for m in found.dense] == [kept.id]
 
 
+@pytest.mark.slow
 def test_a_filter_that_keeps_few_cards_widens_the_window_once(
     store: CardStore, database: Database, user_id: str, tmp_path: Path
 ) -> None:

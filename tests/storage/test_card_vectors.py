@@ -118,6 +118,7 @@ def test_a_write_between_the_statement_and_the_reload_is_searched_exactly(
     assert found.similarity == pytest.approx(store.similarities(user_id, QUERIES[1], ids), abs=1e-5)
 
 
+@pytest.mark.slow
 def test_every_write_of_another_process_is_seen(
     spawn: Spawn, database_url: str, store: CardStore, user_id: str
 ) -> None:

@@ -71,6 +71,7 @@ def test_duplicates_inside_one_batch_are_one_card(store: CardStore, user_id: str
     assert store.count(user_id) == 1
 
 
+@pytest.mark.slow
 def test_two_processes_adding_the_same_card_store_one_row(
     spawn: Spawn, database_url: str, store: CardStore, user_id: str
 ) -> None:
@@ -211,6 +212,7 @@ def test_keyword_search_fills_k_when_filters_drop_the_best_matches(
     assert store.search_keywords(user_id, ["tea"], limit=2, where=CardFilter(types=("task",))) == []
 
 
+@pytest.mark.slow
 def test_vector_search_through_the_index_never_returns_fewer_than_k(
     store: CardStore, user_id: str
 ) -> None:

@@ -70,6 +70,7 @@ def is_running(data_folder: Path) -> bool:
 
 
 @as_root
+@pytest.mark.slow
 def test_another_account_cannot_connect(spawn: Callable[..., Child], data_dir: Path) -> None:
     with Database.open(None, data_dir=data_dir) as database:
         assert database.data_folder is not None
@@ -85,6 +86,7 @@ def test_another_account_cannot_connect(spawn: Callable[..., Child], data_dir: P
             assert connection.execute(text("SELECT 1")).scalar_one() == 1
 
 
+@pytest.mark.slow
 def test_the_socket_and_its_folder_are_private(data_dir: Path) -> None:
     with Database.open(None, data_dir=data_dir) as database:
         folder = Path(socket_folder(database))
@@ -97,6 +99,7 @@ def test_the_socket_and_its_folder_are_private(data_dir: Path) -> None:
         assert len(os.fsencode(socket)) < 104
 
 
+@pytest.mark.slow
 def test_opening_changes_no_permission_of_the_folders_above(data_dir: Path) -> None:
     above = [data_dir.parent, *data_dir.parent.parents]
     before = {path: path.stat().st_mode for path in above}
@@ -108,6 +111,7 @@ def test_opening_changes_no_permission_of_the_folders_above(data_dir: Path) -> N
 
 
 @as_root
+@pytest.mark.slow
 def test_a_socket_folder_of_another_account_is_refused(tmp_path: Path) -> None:
     data_dir = tmp_path / ("y" * 120)
     with Database.open(None, data_dir=data_dir) as database:
@@ -124,6 +128,7 @@ def test_a_socket_folder_of_another_account_is_refused(tmp_path: Path) -> None:
         shutil.rmtree(squatted)
 
 
+@pytest.mark.slow
 def test_reopening_after_the_server_was_stopped(fresh_data_dir: Path) -> None:
     with Database.open(None, data_dir=fresh_data_dir) as first:
         assert first.data_folder is not None
@@ -138,6 +143,7 @@ def test_reopening_after_the_server_was_stopped(fresh_data_dir: Path) -> None:
         assert len(MessageStore(first).history("u", "s")) == 1
 
 
+@pytest.mark.slow
 def test_reopening_after_the_server_crashed(fresh_data_dir: Path) -> None:
     with Database.open(None, data_dir=fresh_data_dir) as first:
         assert first.data_folder is not None
@@ -154,6 +160,7 @@ def test_reopening_after_the_server_crashed(fresh_data_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("owner", ["another program", "another postgres server"])
+@pytest.mark.slow
 def test_a_stale_pid_file_naming_a_live_process_does_not_block_opening(
     fresh_data_dir: Path, database: Database, owner: str
 ) -> None:
@@ -172,6 +179,7 @@ def test_a_stale_pid_file_naming_a_live_process_does_not_block_opening(
         assert MessageStore(reopened).history("u", f"s-{uuid.uuid4()}") == []
 
 
+@pytest.mark.slow
 def test_the_last_close_stops_the_server_after_a_client_was_killed(
     spawn: Callable[..., Child], fresh_data_dir: Path
 ) -> None:
@@ -190,6 +198,7 @@ def test_the_last_close_stops_the_server_after_a_client_was_killed(
     assert not is_running(data_folder)
 
 
+@pytest.mark.slow
 def test_a_close_keeps_the_server_running_for_another_live_process(
     spawn: Callable[..., Child], fresh_data_dir: Path
 ) -> None:
@@ -264,6 +273,7 @@ def use_database(data_dir: Path) -> dict[str, object]:
 
 
 @as_root
+@pytest.mark.slow
 def test_an_ordinary_account_runs_its_own_server(
     nobody_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -73,10 +73,12 @@ def assert_locked_when_started_by_hand(folder: Path) -> None:
             connect_over_tcp(port)  # nothing listens there any more
 
 
+@pytest.mark.slow
 def test_a_server_started_by_hand_on_the_data_folder_refuses_tcp(fresh_data_dir: Path) -> None:
     assert_locked_when_started_by_hand(made_and_stopped(fresh_data_dir))
 
 
+@pytest.mark.slow
 def test_a_folder_made_by_an_older_version_is_locked_at_its_next_start(
     fresh_data_dir: Path,
 ) -> None:

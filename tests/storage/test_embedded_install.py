@@ -80,6 +80,7 @@ def modes_up_to_root(path: Path) -> dict[Path, int]:
     return {folder: folder.stat().st_mode for folder in [path, *path.parents]}
 
 
+@pytest.mark.slow
 def test_installed_and_with_data_beneath_closed_folders_the_server_runs_from_the_copy(
     monkeypatch: pytest.MonkeyPatch, closed_site: Path, copies: Path, tmp_path: Path
 ) -> None:
@@ -132,6 +133,7 @@ def test_a_copy_cut_short_by_a_kill_is_made_again(closed_site: Path, copies: Pat
     assert not (copies / ".pgserver-fingerprint.partial").exists()
 
 
+@pytest.mark.slow
 def test_processes_making_the_copy_at_once_make_one(
     spawn: Callable[..., Child], closed_site: Path, copies: Path
 ) -> None:
@@ -197,6 +199,7 @@ def test_a_folder_of_the_copy_that_is_not_roots_alone_is_refused(
         shared_copy(closed_site, "fingerprint", copies)
 
 
+@pytest.mark.slow
 def test_without_a_copy_the_programs_run_from_where_pgserver_put_them(
     monkeypatch: pytest.MonkeyPatch,
     open_site: Path,

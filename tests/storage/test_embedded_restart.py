@@ -61,6 +61,7 @@ def servers_of(data_folder: Path) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("how", ["stop", "immediate", "kill"])
+@pytest.mark.slow
 def test_the_next_use_of_a_handle_starts_the_server_again(fresh_data_dir: Path, how: str) -> None:
     with Database.open(None, data_dir=fresh_data_dir) as database:
         assert database.data_folder is not None
@@ -75,6 +76,7 @@ def test_the_next_use_of_a_handle_starts_the_server_again(fresh_data_dir: Path, 
         assert [p.pid for p in servers_of(database.data_folder)] == [new.pid]
 
 
+@pytest.mark.slow
 def test_a_server_that_died_in_the_middle_of_a_statement_is_started_again(
     fresh_data_dir: Path,
 ) -> None:
@@ -121,6 +123,7 @@ def wait_for_a_busy_backend(database: Database) -> None:
             connection.execute(text("SELECT pg_sleep(0.05)"))
 
 
+@pytest.mark.slow
 def test_processes_whose_server_died_start_one_server_and_lose_nothing(
     spawn: Callable[..., Child], fresh_data_dir: Path
 ) -> None:
@@ -148,6 +151,7 @@ def test_processes_whose_server_died_start_one_server_and_lose_nothing(
         assert len(servers_of(database.data_folder)) == 1
 
 
+@pytest.mark.slow
 def test_a_handle_opened_by_url_does_not_start_the_server(fresh_data_dir: Path) -> None:
     with Database.open(None, data_dir=fresh_data_dir) as holder:
         assert holder.data_folder is not None
@@ -163,6 +167,7 @@ def test_a_handle_opened_by_url_does_not_start_the_server(fresh_data_dir: Path) 
             assert contents(by_url) == ["before"]
 
 
+@pytest.mark.slow
 def test_a_closed_handle_does_not_start_the_server(fresh_data_dir: Path) -> None:
     with Database.open(None, data_dir=fresh_data_dir) as staying:
         assert staying.data_folder is not None
@@ -176,6 +181,7 @@ def test_a_closed_handle_does_not_start_the_server(fresh_data_dir: Path) -> None
         assert postmaster(staying.data_folder) is None
 
 
+@pytest.mark.slow
 def test_a_data_folder_that_is_gone_is_not_made_anew(fresh_data_dir: Path) -> None:
     database = Database.open(None, data_dir=fresh_data_dir)
     assert database.data_folder is not None

@@ -142,6 +142,7 @@ def test_ids_of_the_longest_allowed_length_work(store: MessageStore) -> None:
     assert store.history(longest, longest) == [stored]
 
 
+@pytest.mark.slow
 def test_a_batch_of_twelve_thousand_messages_is_stored_whole(
     store: MessageStore, user_id: str, session_id: str
 ) -> None:
@@ -156,6 +157,7 @@ def test_a_batch_of_twelve_thousand_messages_is_stored_whole(
     assert store.append(user_id, session_id, batch) == stored
 
 
+@pytest.mark.slow
 def test_a_huge_batch_rejected_by_the_database_stores_nothing(
     store: MessageStore, user_id: str, session_id: str
 ) -> None:

@@ -22,6 +22,7 @@ def spawn(spawn: Spawn) -> Callable[..., Child]:
     return functools.partial(spawn, CHILD)
 
 
+@pytest.mark.slow
 def test_two_processes_appending_to_one_session(
     spawn: Callable[..., Child], database: Database, user_id: str, session_id: str
 ) -> None:
@@ -45,6 +46,7 @@ def test_two_processes_appending_to_one_session(
     assert_complete_and_ordered(history, writers=2, per_writer=per_writer)
 
 
+@pytest.mark.slow
 def test_append_killed_before_commit_stores_all_or_nothing(
     spawn: Callable[..., Child], database_url: str, user_id: str, session_id: str
 ) -> None:
@@ -61,6 +63,7 @@ def test_append_killed_before_commit_stores_all_or_nothing(
         assert after.seq == 4
 
 
+@pytest.mark.slow
 def test_lock_file_left_by_a_killed_process_does_not_block_open(
     spawn: Callable[..., Child], fresh_data_dir: Path
 ) -> None:
@@ -78,6 +81,7 @@ def test_lock_file_left_by_a_killed_process_does_not_block_open(
         assert MessageStore(database).history("u", f"s-{uuid.uuid4()}") == []
 
 
+@pytest.mark.slow
 def test_two_processes_opening_a_new_folder_at_once(
     spawn: Callable[..., Child], fresh_data_dir: Path
 ) -> None:

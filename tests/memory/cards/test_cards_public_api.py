@@ -28,7 +28,6 @@ EXPECTED = {
     "task_attribute",
     "task_key",
     "time_range_of_query",
-    "turn_draft",
 }
 
 

@@ -60,6 +60,7 @@ class Session:
         return self.screen.getvalue()
 
 
+@pytest.mark.slow
 def test_a_reply_is_streamed_shown_and_recorded(
     make_memory: MemoryFactory, fake: StreamingFakeOpenAI, user_id: str, session_id: str
 ) -> None:
@@ -243,6 +244,7 @@ def test_the_command_says_when_no_model_is_reachable(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_command_chats_over_stdin_with_its_own_worker(
     cli_env: str,
     fresh_data_dir: Path,

@@ -189,6 +189,7 @@ def test_match_trimmed_recognises_a_cut_tool_result() -> None:
     assert match_trimmed(messages, [*messages[:2], cut]) == [*messages[:2], cut]
 
 
+@pytest.mark.slow
 def test_the_module_runs_as_a_program() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
     completed = subprocess.run(

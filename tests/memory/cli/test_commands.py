@@ -19,6 +19,7 @@ from storage import Database
 from storage.engine import stop_embedded
 
 
+@pytest.mark.slow
 def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
     fresh_data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -46,6 +47,7 @@ def test_the_demo_shows_every_layer_offline_on_an_embedded_database(
     assert "4,096-token window" in readme and "history budget of 3,503 tokens" in readme
 
 
+@pytest.mark.slow
 def test_following_the_demos_removal_hint_removes_what_it_made_in_its_data_dir(
     fresh_data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -106,6 +108,7 @@ def test_the_demo_script_is_long_bilingual_and_uses_tools() -> None:
         demo_script(-1)
 
 
+@pytest.mark.slow
 def test_a_worker_with_other_settings_does_the_fold_the_app_would_have_done(
     database_url: str,
     user_id: str,

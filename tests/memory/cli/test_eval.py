@@ -257,6 +257,7 @@ def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("hashing_embedder")
+@pytest.mark.slow
 def test_eval_locomo_reports_recall_at_token_budgets_beside_turn_baselines(
     locomo_file: Path,
     fresh_data_dir: Path,

@@ -209,6 +209,7 @@ def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("hashing_embedder")
 @pytest.mark.parametrize("chat", ["none", "prose"])
+@pytest.mark.slow
 def test_eval_updates_records_asks_and_reports_per_language_and_kind(
     updates_file: Path,
     fresh_data_dir: Path,

@@ -42,6 +42,7 @@ def read_until(process: subprocess.Popen[bytes], wanted: bytes) -> bytes:
     return seen
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_the_chat_prompt_is_one_line_and_exit_code_130(
     fake: StreamingFakeOpenAI, fresh_data_dir: Path
 ) -> None:

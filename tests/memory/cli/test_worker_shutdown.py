@@ -150,6 +150,7 @@ def start_worker(
     return worker
 
 
+@pytest.mark.slow
 def test_sigterm_lets_the_running_job_finish_and_exits_0(
     database: Database,
     worker_env: dict[str, str],
@@ -179,6 +180,7 @@ def test_sigterm_lets_the_running_job_finish_and_exits_0(
     assert "Traceback" not in worker.stderr
 
 
+@pytest.mark.slow
 def test_a_job_that_outlasts_the_grace_is_released_to_another_worker_at_once(
     database: Database,
     worker_env: dict[str, str],

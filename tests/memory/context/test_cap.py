@@ -541,6 +541,7 @@ SUMMARIES = st.none() | st.builds(
     recent=st.integers(0, 6),
     fraction=st.floats(0, 1.1) | st.floats(0.7, 1.0),
 )
+@pytest.mark.slow
 def test_the_cap_keeps_the_priority_order_on_any_input(
     history: list[dict[str, Any]],
     memories: list[RetrievedMemory],
@@ -610,6 +611,7 @@ def test_the_cap_keeps_the_priority_order_on_any_input(
     recent=st.integers(0, 4),
     budget=st.integers(100, 5_000),
 )
+@pytest.mark.slow
 def test_in_a_tool_loop_the_summary_and_the_memories_keep_their_floors(
     sizes: list[int],
     summary_words: int,

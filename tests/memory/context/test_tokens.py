@@ -199,6 +199,7 @@ def fresh_encoding_caches() -> Iterator[None]:
 
 @pytest.mark.usefixtures("fresh_encoding_caches")
 @pytest.mark.parametrize("model", ["gpt-4o", "openai/gpt-4.1-mini", "o3-mini", "gpt-5", "o1"])
+@pytest.mark.slow
 def test_the_o200k_family_counts_with_o200k_offline_without_a_warning(
     model: str,
     tmp_path: Path,

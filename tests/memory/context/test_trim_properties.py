@@ -168,6 +168,7 @@ def histories_and_budgets(draw: st.DrawFn) -> tuple[list[Dict], int]:
 
 @PROPERTIES
 @given(histories_and_budgets())
+@pytest.mark.slow
 def test_trim_keeps_every_promise(case: tuple[list[Dict], int]) -> None:
     messages, budget = case
     assert validate_history(messages) == []
@@ -210,6 +211,7 @@ def test_trim_keeps_every_promise(case: tuple[list[Dict], int]) -> None:
 
 @PROPERTIES
 @given(histories(), st.integers(0, 2_000))
+@pytest.mark.slow
 def test_ordinary_messages_are_never_changed(messages: list[Dict], budget: int) -> None:
     try:
         output = trim_history(messages, budget, model=MODEL)
@@ -253,6 +255,7 @@ def invalid_histories(draw: st.DrawFn) -> list[Dict]:
 
 @PROPERTIES
 @given(invalid_histories(), st.integers(0, 5_000))
+@pytest.mark.slow
 def test_invalid_histories_raise(messages: list[Dict], budget: int) -> None:
     problems = validate_history(messages)
     assert problems
@@ -266,6 +269,7 @@ def test_invalid_histories_raise(messages: list[Dict], budget: int) -> None:
 
 @PROPERTIES
 @given(history=histories(), data=st.data())
+@pytest.mark.slow
 def test_trim_history_and_the_assembler_keep_the_same_messages(
     history: list[Dict], data: st.DataObject
 ) -> None:
@@ -321,6 +325,7 @@ def stored_and_more(draw: st.DrawFn) -> tuple[list[Dict], int]:
 
 @PROPERTIES
 @given(stored_and_more())
+@pytest.mark.slow
 def test_checking_past_a_valid_run_finds_what_checking_everything_finds(
     case: tuple[list[Dict], int],
 ) -> None:

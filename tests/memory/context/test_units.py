@@ -232,6 +232,7 @@ values = st.recursive(
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.dictionaries(st.sampled_from(KEYS), values, max_size=5))
+@pytest.mark.slow
 def test_a_dict_is_a_problem_exactly_when_it_does_not_parse(data: dict[str, Any]) -> None:
     # validate_history reads plain dicts without pydantic when it can: it must agree with it.
     try:
@@ -271,6 +272,7 @@ def test_near_misses_are_problems(data: dict[Any, Any]) -> None:
     st.integers(-3, 60),
     st.data(),
 )
+@pytest.mark.slow
 def test_fit_newest_start_is_where_fit_newests_run_starts(
     messages: list[tuple[str, int]], budget: int, data: st.DataObject
 ) -> None:

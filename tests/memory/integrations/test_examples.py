@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from databases import own_database
 
 from memory import Memory, Settings
@@ -35,6 +36,7 @@ def run_example(name: str, database_url: str, *arguments: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_agents_sdk_example_stores_the_run_and_sends_the_pin(
     database: Database, user_id: str
 ) -> None:
@@ -51,6 +53,7 @@ def test_the_agents_sdk_example_stores_the_run_and_sends_the_pin(
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 
+@pytest.mark.slow
 def test_the_mcp_example_finds_what_it_remembered(database: Database, user_id: str) -> None:
     with own_database(database, "mcp_example") as own:
         said = run_example("mcp_memory.py", own.url, "--user", user_id).splitlines()
@@ -62,6 +65,7 @@ def test_the_mcp_example_finds_what_it_remembered(database: Database, user_id: s
     assert left == []  # the example forgot it again
 
 
+@pytest.mark.slow
 def test_the_pydantic_ai_example_remembers_the_first_run(database: Database, user_id: str) -> None:
     with own_database(database, "pydantic_ai_example") as own:
         said = run_example("pydantic_ai_history.py", own.url, "--user", user_id).splitlines()

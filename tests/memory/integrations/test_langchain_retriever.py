@@ -92,6 +92,7 @@ def test_an_unknown_or_unusable_argument_is_a_clear_error(database: Database, us
         retriever.invoke("database", k=-1)
 
 
+@pytest.mark.slow
 def test_the_example_runs_offline(database: Database) -> None:
     user = f"example-{uuid.uuid4()}"
     with own_database(database, "lcexample") as own:

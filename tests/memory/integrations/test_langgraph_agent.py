@@ -85,6 +85,7 @@ def test_an_agent_remembers_across_threads_through_the_store(
     assert model.prompts[3][1].content == "You remember nothing."
 
 
+@pytest.mark.slow
 def test_the_example_runs_offline(database: Database) -> None:
     user = f"example-{uuid.uuid4()}"
     with own_database(database, "lgexample") as own:

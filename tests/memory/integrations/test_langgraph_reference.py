@@ -204,6 +204,7 @@ def compare(op: Op, ours: Any, theirs: Any) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(sequence=st.lists(batches, min_size=1, max_size=12))
+@pytest.mark.slow
 def test_random_sequences_answer_as_in_memory_store_does(
     memory: Memory, own: Database, sequence: list[list[Op]]
 ) -> None:

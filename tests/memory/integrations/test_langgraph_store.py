@@ -13,6 +13,7 @@ import sys
 import uuid
 
 import pytest
+from databases import user_rows
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 from sqlalchemy import text
 
@@ -34,15 +35,7 @@ def store(memory: Memory) -> StratamemStore:
 
 
 def stored_rows(database: Database, user_id: str) -> dict[str, int]:
-    with database.engine.connect() as connection:
-        return {
-            table: int(
-                connection.scalar(
-                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-                )
-            )
-            for table in ("store_items", "store_vectors", "store_terms")
-        }
+    return user_rows(database, user_id, ("store_items", "store_vectors", "store_terms"))
 
 
 def test_put_get_search_and_delete_by_namespace(store: StratamemStore, user_id: str) -> None:
@@ -233,6 +226,7 @@ def test_configuration_the_store_cannot_honour_is_refused(memory: Memory) -> Non
         StratamemStore(without_cards)
 
 
+@pytest.mark.slow
 def test_the_forget_command_removes_the_store_items(
     store: StratamemStore, database: Database, database_url: str, user_id: str
 ) -> None:
@@ -274,6 +268,7 @@ def test_a_namespace_emptied_and_filled_in_one_batch_keeps_its_place(
     ]
 
 
+@pytest.mark.slow
 def test_a_query_finds_a_memory_by_meaning_with_minilm(database: Database, user_id: str) -> None:
     """With the real embedder: no word of the query is in the memory it finds."""
     memory = Memory(

@@ -85,6 +85,7 @@ def check_every_tool(said: dict[str, Any]) -> None:
     assert said["bad"].is_error  # k must be at least 1: the schema says so
 
 
+@pytest.mark.slow
 def test_over_stdio_a_remembered_fact_is_found_by_search(
     mcp_database: Database, user_id: str
 ) -> None:
@@ -138,6 +139,7 @@ def over_http(url: str, headers: dict[str, str], work: Any) -> Any:
     return asyncio.run(talk())
 
 
+@pytest.mark.slow
 def test_over_http_a_user_key_binds_the_user(
     mcp_database: Database, mcp_http: str, user_id: str
 ) -> None:
@@ -163,6 +165,7 @@ def test_over_http_a_user_key_binds_the_user(
     assert memory.card(user_id=user_id, card_id=mine["id"]).text == "My locker is 42."
 
 
+@pytest.mark.slow
 def test_over_http_a_request_without_a_valid_key_or_naming_another_user_is_refused(
     mcp_database: Database, mcp_http: str, user_id: str
 ) -> None:
@@ -192,6 +195,7 @@ def test_over_http_a_request_without_a_valid_key_or_naming_another_user_is_refus
     assert memory.card(user_id=user_id, card_id=kept["id"]).text == "Named by the admin."
 
 
+@pytest.mark.slow
 def test_without_keys_it_warns_and_believes_the_named_user(
     mcp_database: Database, user_id: str
 ) -> None:
@@ -220,6 +224,7 @@ def test_without_keys_it_warns_and_believes_the_named_user(
     assert memory.card(user_id=user_id, card_id=kept["id"]).text == "No key needed."
 
 
+@pytest.mark.slow
 def test_the_command_wants_a_user_or_http() -> None:
     for arguments in ([], ["--user", "u1", "--http"]):
         done = subprocess.run(

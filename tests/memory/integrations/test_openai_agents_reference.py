@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 from agents import SQLiteSession
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -110,6 +111,7 @@ async def play(session: Any, operations: list[tuple[str, Any]]) -> list[Any]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(operations=OPERATIONS)
+@pytest.mark.slow
 def test_same_answers_as_sqlite_session(
     database: Database, operations: list[tuple[str, Any]]
 ) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 
 import openai
 import pytest
-from upstream_fake import FakeUpstream, Served
+from served import Served
+from upstream_fake import FakeUpstream
 
 from memory import Memory, Settings
 from memory.proxy import MemoryProxy, ProxyConfig

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from proxy_harness import *  # noqa: F403 - the fixtures
 from upstream_fake import Calls, FakeUpstream, Text
 
@@ -16,6 +17,7 @@ from memory import Memory
 REPO = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 def test_the_agent_loop_example_runs_a_parallel_tool_call_and_stores_it(
     upstream: tuple[FakeUpstream, str], database_url: str, user_id: str
 ) -> None:

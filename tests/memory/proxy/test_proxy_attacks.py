@@ -166,6 +166,7 @@ def test_a_lone_surrogate_in_content_is_stored_repaired(
     assert SECRET not in caplog.text
 
 
+@pytest.mark.slow
 def test_a_10000_message_history_is_stored_once(
     post: Any,
     session: tuple[str, str],

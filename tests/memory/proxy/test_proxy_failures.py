@@ -90,6 +90,7 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_clear_504(
     assert contents(memory, user_id, session_id) == ["hi"]  # the input is kept for a retry
 
 
+@pytest.mark.slow
 def test_with_the_database_stopped_the_request_is_answered_without_memory_then_heals(
     make_proxy: MakeProxy,
     make_client: MakeClient,

@@ -237,6 +237,7 @@ def test_keys_look_like_keys_and_only_their_hash_is_stored(
     assert ring.caller(f"Bearer {key[:-1]}x") is None
 
 
+@pytest.mark.slow
 def test_while_the_database_is_down_only_keys_found_valid_lately_work(
     fresh_data_dir: Path,
 ) -> None:
@@ -263,6 +264,7 @@ def test_while_the_database_is_down_only_keys_found_valid_lately_work(
             ring.caller(f"Bearer {seen}")
 
 
+@pytest.mark.slow
 def test_a_key_that_cannot_be_checked_is_a_503_and_nothing_moves(
     make_proxy: MakeProxy,
     make_client: MakeClient,

@@ -31,6 +31,7 @@ def ask(client: openai.OpenAI, text: str) -> tuple[str, str | None]:
 
 
 @pytest.mark.parametrize("how", ["immediate", "kill"])
+@pytest.mark.slow
 def test_the_request_after_the_server_died_starts_it_and_is_served_with_memory(
     make_proxy: MakeProxy,
     make_client: MakeClient,
@@ -65,6 +66,7 @@ def test_the_request_after_the_server_died_starts_it_and_is_served_with_memory(
         assert restarted is not None and restarted.pid != old
 
 
+@pytest.mark.slow
 def test_a_client_sending_only_new_messages_loses_the_turn_of_an_outage(
     make_proxy: MakeProxy,
     make_client: MakeClient,

@@ -85,6 +85,7 @@ def system_sent(fake: FakeUpstream) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_fact_said_in_one_session_is_recalled_in_another_without_ending_it(
     make_proxy: MakeProxy,
     make_client: MakeClient,

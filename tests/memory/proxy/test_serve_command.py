@@ -87,6 +87,7 @@ def listening_on(process: subprocess.Popen[str], upstream_url: str) -> tuple[str
     return first[3], " ".join(first[6:])
 
 
+@pytest.mark.slow
 def test_serve_with_its_defaults_answers_401_without_a_key_and_serves_a_user_key(
     serve: Serve,
     upstream: tuple[FakeUpstream, str],
@@ -123,6 +124,7 @@ def test_serve_with_its_defaults_answers_401_without_a_key_and_serves_a_user_key
     assert [m.payload["content"] for m in history] == ["hi", "echo: hi"]
 
 
+@pytest.mark.slow
 def test_serve_without_auth_warns_and_serves_anyone(
     serve: Serve, upstream: tuple[FakeUpstream, str], user_id: str, session_id: str
 ) -> None:
@@ -148,6 +150,7 @@ def test_serve_without_auth_warns_and_serves_anyone(
     [(("--token", "t"), {}), ((), {"STRATAMEM_PROXY_TOKEN": "t"})],
     ids=["--token", "STRATAMEM_PROXY_TOKEN"],
 )
+@pytest.mark.slow
 def test_the_removed_shared_token_is_refused_with_what_replaced_it(
     serve: Serve, arguments: tuple[str, ...], environment: dict[str, str]
 ) -> None:

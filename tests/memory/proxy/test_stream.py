@@ -179,6 +179,7 @@ chunk_like = st.recursive(
 
 
 @given(chunks=st.lists(st.one_of(json_values, chunk_like), max_size=6))
+@pytest.mark.slow
 def test_no_chunk_makes_the_assembler_raise(chunks: list[Any]) -> None:
     assembler = ReplyAssembler()
     for value in chunks:

@@ -1,9 +1,10 @@
 """A scripted OpenAI-compatible upstream that records what it received, served for real.
 
 ``FakeUpstream`` is a Starlette app (chat completions, streamed or not, with tool calls; a
-model list; scripted failures) that ``Served`` runs with uvicorn in a thread on a socket bound
-before the thread starts, so a client can connect at once: no waiting, no sleeps. The proxy
-tests, the agent-loop example's test and ``benchmarks/proxy.py`` use it.
+model list; scripted failures) that ``Served`` (``tests/served.py``) runs with uvicorn in a
+thread on a socket bound before the thread starts, so a client can connect at once: no
+waiting, no sleeps. The proxy tests, the agent-loop example's test and ``benchmarks/proxy.py``
+use it.
 """
 
 from __future__ import annotations
@@ -16,16 +17,12 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-
-from memory.proxy.listener import open_listener
 
 #: The longest a held request or stream waits for the test, so a failing test cannot hang.
 HOLD_LIMIT_S = 30.0
@@ -262,44 +259,6 @@ def _deltas(answer: Text | Calls) -> list[dict[str, Any]]:
             rest = {"arguments": arguments[half:]}
             deltas.append({"tool_calls": [{"index": index, "function": rest}]})
     return deltas
-
-
-class Served:
-    """An ASGI app served by uvicorn in a thread on 127.0.0.1; a context manager.
-
-    The socket is bound and listening before the thread starts, so requests made at once wait
-    in its backlog until the server (its startup done) accepts them. It is the proxy's own
-    listener (Nagle off), as a real upstream's would be: with Nagle on, each answer of the fake
-    took 40 ms more and the benchmark's baseline measured that instead of the upstream.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self._socket = open_listener("127.0.0.1", 0)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        host, port = self._socket.getsockname()[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> Served:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._server.should_exit = True
-        self._thread.join()
-        self._socket.close()
 
 
 def closed_port_url() -> str:

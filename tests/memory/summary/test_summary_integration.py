@@ -215,6 +215,7 @@ def run_inline_conversation(
     return versions, context
 
 
+@pytest.mark.slow
 def test_inline_prepare_folds_old_messages_into_a_versioned_summary(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
@@ -257,6 +258,7 @@ def test_inline_prepare_folds_old_messages_into_a_versioned_summary(
     assert len(history) > latest.boundary_seq
 
 
+@pytest.mark.slow
 def test_the_summariser_sees_each_message_once_and_only_the_increment(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
@@ -468,6 +470,7 @@ def test_offline_summaries_are_raw_archives_and_not_degraded(
 
 
 @pytest.mark.parametrize("earlier", [False, True], ids=["first-summary", "next-summary"])
+@pytest.mark.slow
 def test_two_concurrent_consolidations_store_exactly_one_version(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str, earlier: bool
 ) -> None:
@@ -577,6 +580,7 @@ def test_a_worker_thread_runs_jobs_until_close(
     assert summary is not None and summary.content.startswith("Summary number 1:")
 
 
+@pytest.mark.slow
 def test_what_the_window_cannot_hold_before_the_job_runs_is_archived_then_upgraded(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
@@ -615,6 +619,7 @@ def test_what_the_window_cannot_hold_before_the_job_runs_is_archived_then_upgrad
     assert after.report.summary == SummaryState("llm", archived.covered, False, False)
 
 
+@pytest.mark.slow
 def test_when_every_model_fails_the_upgrade_keeps_the_archive(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
@@ -632,6 +637,7 @@ def test_when_every_model_fails_the_upgrade_keeps_the_archive(
     assert jobs_of(db, session_id) == [("done", 1)]
 
 
+@pytest.mark.slow
 def test_in_a_fast_loop_with_no_worker_no_message_leaves_the_context_unsummarised(
     db: Database, server: FakeOpenAI, user_id: str, session_id: str
 ) -> None:
@@ -672,6 +678,7 @@ def spawn(spawn: Spawn) -> Callable[..., Child]:
 
 
 @pytest.mark.parametrize("moment", ["consolidate", "die-before-commit"])
+@pytest.mark.slow
 def test_a_consolidation_killed_midway_leaves_summary_and_messages_intact(
     db: Database,
     server: FakeOpenAI,
@@ -723,6 +730,7 @@ def test_a_consolidation_killed_midway_leaves_summary_and_messages_intact(
     assert_covers_from_start(after)
 
 
+@pytest.mark.slow
 def test_a_job_held_by_a_killed_worker_is_taken_over_once_its_lease_expires(
     db: Database,
     server: FakeOpenAI,

@@ -129,6 +129,7 @@ def fill(memory: Memory, user_id: str, session_id: str, turns: int) -> None:
         REFUSAL,
     ],
 )
+@pytest.mark.slow
 def test_prepare_inline_survives_any_reply_and_keeps_the_order_number(
     database: Database, server: FakeOpenAI, user_id: str, session_id: str, reply: str
 ) -> None:

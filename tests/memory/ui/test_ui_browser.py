@@ -129,6 +129,7 @@ def log_in(tab: Page, site: str, key: str, target: str) -> None:
     expect(tab.locator("form#login")).to_have_count(0)
 
 
+@pytest.mark.slow
 def test_a_browser_walks_users_session_memory_summary_and_a_confirmed_action(
     browser: Browser,
     tab: Page,
@@ -226,6 +227,7 @@ def test_a_browser_walks_users_session_memory_summary_and_a_confirmed_action(
     assert errors == []
 
 
+@pytest.mark.slow
 def test_a_browser_forgets_a_card_only_after_confirming(
     tab: Page, site: str, admin_key: str, ui_database: Database, tmp_path: Path
 ) -> None:
@@ -248,6 +250,7 @@ def test_a_browser_forgets_a_card_only_after_confirming(
     assert [card.id for card in mem.pins(user_id=user_id)] == [kept.id]
 
 
+@pytest.mark.slow
 def test_a_stored_script_is_shown_as_text_and_never_runs(
     browser: Browser, tab: Page, site: str, admin_key: str, played: Played, tmp_path: Path
 ) -> None:

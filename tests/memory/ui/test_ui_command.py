@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from memory.cli.app import build_parser
 from memory.cli.ui import DEFAULT_UI_PORT
@@ -35,6 +36,7 @@ def run_command(env: dict[str, str], *arguments: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_ui_opens_on_the_embedded_default_and_takes_an_admin_key_from_keys(
     fresh_data_dir: Path,
 ) -> None:

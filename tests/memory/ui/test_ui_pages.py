@@ -52,6 +52,7 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.slow
 def test_without_a_key_the_page_asks_for_one_and_shows_nothing(site: str, played: Played) -> None:
     with httpx.Client(base_url=site) as client:
         home = client.get("/", params={"q": played.user_id})
@@ -131,6 +132,7 @@ def test_the_session_page_shows_each_layer_drops_and_recall(
     assert "pin</td>" in page  # the pin recalled first, marked as such
 
 
+@pytest.mark.slow
 def test_messages_are_paged_and_a_seq_opens_its_page(
     admin: httpx.Client, ui_database: Database
 ) -> None:

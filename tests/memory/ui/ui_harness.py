@@ -8,21 +8,18 @@ the module name ``conftest`` from the root one).
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 import pytest
-import uvicorn
+from served import Served
 
 from memory import Memory, Settings
 from memory.cli.demo_script import SYSTEM, ScriptSession, demo_script, questions_session
 from memory.proxy.keys import KeyRing
-from memory.proxy.listener import open_listener
 from memory.ui import create_app
 from retrieval import MINILM_NAME, HashingEmbedder
 from storage import Database
@@ -45,38 +42,6 @@ __all__ = [
 SCRIPT = '<script>window.pwned = 1; document.title = "pwned"</script><b>bold?</b>'
 #: Ops turns per demo session: enough for a summary, drops and archived cards.
 DEMO_TURNS = 8
-
-
-class Served:
-    """An ASGI app served by uvicorn in a thread on 127.0.0.1; a context manager."""
-
-    def __init__(self, app: Any) -> None:
-        self._socket = open_listener("127.0.0.1", 0)
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        host, port = self._socket.getsockname()[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> Served:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._server.should_exit = True
-        self._thread.join()
-        self._socket.close()
 
 
 @dataclass(frozen=True)
