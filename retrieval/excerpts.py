@@ -227,7 +227,7 @@ def _gate(
     *,
     vouched: str,
 ) -> Gate:
-    held = _terms(hit.card.text, config)
+    held = _card_terms(hit, config)
     return Gate(
         similarity=hit.similarity,
         min_similarity=threshold,
@@ -265,7 +265,7 @@ def _lines_of(
             text = f"[{until}] {text}"
         key = ("card", card.id)
         if key not in known:
-            terms = _terms(card.text, config)
+            terms = _card_terms(hit, config)
             sources = tuple(card.source_message_ids)
             known[key] = Line(
                 key,
@@ -348,6 +348,12 @@ def _text_terms(text: str, stop_words: frozenset[str]) -> frozenset[str]:
 
 def _terms(text: str, config: SearchConfig) -> frozenset[str]:
     return _text_terms(text, config.stop_words)
+
+
+def _card_terms(hit: ScoredCard, config: SearchConfig) -> frozenset[str]:
+    """A card's search terms: as stored, when the search read them (the same analysis of the
+    same text, made when the card was stored), else analysed now."""
+    return hit.terms if hit.terms is not None else _terms(hit.card.text, config)
 
 
 def _bare_question(text: str) -> bool:

@@ -88,12 +88,15 @@ class ScoredCard(_Record):
         score: The fused score in (0, 1]: 1 means first in both rankings.
         similarity: Cosine similarity between the query and the card.
         keyword_score: BM25 score of the card for the query's terms (0 when none matched).
+        terms: The card's search terms as stored (``None`` when the search did not read
+            them): recall's relevance gate reads them instead of analysing the text again.
     """
 
     card: Card
     score: float
     similarity: float
     keyword_score: float
+    terms: frozenset[str] | None = Field(default=None, exclude=True, repr=False)
 
 
 class CardIndex:
@@ -278,11 +281,15 @@ class CardIndex:
         # Cards are fetched a few more than k at a time: diversifying may skip some.
         for start in range(0, len(ranked), 3 * k):
             pool = ranked[start : start + 3 * k]
-            cards = {c.id: c for c in self._store.get_many(user_id, [i for i, _ in pool])}
+            cards = {
+                c.id: (c, terms)
+                for c, terms in self._store.get_many_with_terms(user_id, [i for i, _ in pool])
+            }
             for card_id, score in pool:
-                card = cards.get(card_id)
-                if card is None:  # deleted between the queries
+                found_card = cards.get(card_id)
+                if found_card is None:  # deleted between the queries
                     continue
+                card, terms = found_card
                 sources = _sources(card)
                 if request.diversify and sources and sources <= covered:
                     continue
@@ -293,6 +300,7 @@ class CardIndex:
                         score=score,
                         similarity=found.similarity.get(card_id, 0.0),
                         keyword_score=bm25.get(card_id, 0.0),
+                        terms=terms,
                     )
                 )
                 if len(chosen) == k:

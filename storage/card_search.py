@@ -43,8 +43,17 @@ def during_sql(alias: str = "") -> str:
     )
 
 
+#: A term held by more than this share of a user's cards is left out of the keyword scan
+#: where that is exact (``candidate_sql``): its weight in BM25 is below ``ln 2 * (k1 + 1)``.
+COMMON_TERM_SHARE = 0.5
+
+
 def candidate_sql(
-    where: CardFilter, *, dense: bool, keywords: bool, during: tuple[datetime, datetime] | None
+    where: CardFilter,
+    *,
+    dense: bool,
+    keywords: bool,
+    during: tuple[datetime, datetime] | None,
 ) -> tuple[str, dict[str, object]]:
     """The statement returning one row per candidate of each ranking, and its filter params.
 
@@ -60,6 +69,17 @@ def candidate_sql(
     row gives), and with
     ``keywords``: ``terms``, ``k1``, ``b``, ``window``; with ``during``: nothing more.
 
+    The keyword ranking does not scan the query's common terms (held by more than
+    ``COMMON_TERM_SHARE`` of the user's cards, by ``card_term_counts``) when it need not: it
+    scores every card by its other terms, keeps those within the common terms' largest
+    possible share (their summed ``idf * (k1 + 1)``) of the ``window``-th best, and adds the
+    common terms' scores to those only. That is exactly the ``window`` best cards of the full
+    scoring whenever at least ``window`` cards hold another term and the ``window``-th of
+    them scores above that largest share (no card holding common terms only can reach it);
+    otherwise the same statement scores every card holding any term, as it did before. The
+    ``n`` row's ``rank`` is then how many cards hold a term, and after a pruned scoring the
+    user's card count (a bound of it: a caller widening the window goes to every card).
+
     The vector distances are inner products of unit vectors (the same order as cosine, and
     cheaper: no norms), each computed once per row; ``+ 0`` hides them from the planner's index
     matching, so an exact scan never becomes an HNSW scan that drops rows filtered after it.
@@ -71,9 +91,15 @@ def candidate_sql(
         "keyword_length::float8 / greatest(cards, 1) AS avgdl "
         "FROM card_stats WHERE user_id = :user_id)",
     ]
+    count = "0"
+    if keywords:
+        count = (
+            "CASE WHEN coalesce((SELECT exact FROM cut), false) "
+            "THEN coalesce((SELECT cards FROM stats), 0) ELSE (SELECT count(*) FROM scored) END"
+        )
     parts = ["SELECT 'n' AS ranking, (SELECT version FROM stats) AS id, "
              "coalesce((SELECT cards FROM stats), 0)::float8 AS score, "
-             f"{'(SELECT count(*) FROM scored)' if keywords else '0'}::int AS rank"]  # fmt: skip
+             f"{count}::int AS rank"]  # fmt: skip
     if dense:
         ctes.append(
             "dense AS MATERIALIZED (SELECT id, "
@@ -89,13 +115,19 @@ def candidate_sql(
         ctes.append("dense AS (SELECT NULL::bigint AS id WHERE false)")
     if keywords:
         ctes += [
+            *_pruned_keyword_ctes(),
+            # Every card holding a term, scored by all of them: only when pruning is not exact
+            # (a CTE nobody reads is never computed).
             "matches AS MATERIALIZED (SELECT term, card_id, frequency, keyword_length "
             "FROM card_terms WHERE user_id = :user_id AND term = ANY(CAST(:terms AS text[])))",
-            "df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term)",
-            "scored AS MATERIALIZED (SELECT m.card_id, sum("
-            "ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1) "
-            "/ (m.frequency + :k1 * (1 - :b + :b * m.keyword_length / s.avgdl))) AS score "
-            "FROM matches AS m JOIN df USING (term) CROSS JOIN stats AS s GROUP BY m.card_id)",
+            "df_all AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term)",
+            "scored_all AS MATERIALIZED (SELECT m.card_id, sum("
+            f"{_bm25('m', 'ln(1 + (s.n - df_all.df + 0.5) / (df_all.df + 0.5))')}) AS score "
+            "FROM matches AS m JOIN df_all USING (term) CROSS JOIN stats AS s "
+            "GROUP BY m.card_id)",
+            "scored AS MATERIALIZED (SELECT card_id, score FROM pruned "
+            "WHERE (SELECT exact FROM cut) UNION ALL SELECT card_id, score FROM scored_all "
+            "WHERE NOT coalesce((SELECT exact FROM cut), false))",
             # Only the best ``window`` scored cards are joined to cards for the filters; the
             # caller widens the window when the filters left fewer than ``limit``.
             "top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)",
@@ -125,3 +157,48 @@ def candidate_sql(
         params.update(d_since=during[0], d_until=during[1])
     sql = "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL ".join(parts)
     return sql, params
+
+
+def _bm25(alias: str, idf: str) -> str:
+    """One term's BM25 score in one card: ``alias`` a ``card_terms`` row, ``s`` the stats."""
+    return (
+        f"{idf} * {alias}.frequency * (:k1 + 1) / ({alias}.frequency "
+        f"+ :k1 * (1 - :b + :b * {alias}.keyword_length / s.avgdl))"
+    )
+
+
+def _pruned_keyword_ctes() -> list[str]:
+    """The pruned keyword scoring of ``candidate_sql``, ending in ``pruned`` and ``cut``."""
+    return [
+        "df AS MATERIALIZED (SELECT t.term, "
+        "ln(1 + (s.n - t.cards + 0.5) / (t.cards + 0.5)) AS idf, "
+        f"t.cards > {COMMON_TERM_SHARE} * s.n AS common "
+        "FROM card_term_counts AS t CROSS JOIN stats AS s "
+        "WHERE t.user_id = :user_id AND t.term = ANY(CAST(:terms AS text[])) AND t.cards > 0)",
+        # The most the common terms can add to any card's score (a term's BM25 factor is
+        # below k1 + 1).
+        "bound AS MATERIALIZED (SELECT coalesce(sum(idf), 0) * (:k1 + 1) AS most, "
+        "count(*) AS terms FROM df WHERE common)",
+        "partial AS MATERIALIZED (SELECT m.card_id, sum("
+        f"{_bm25('m', 'df.idf')}) AS score "
+        "FROM card_terms AS m JOIN df ON df.term = m.term AND NOT df.common "
+        "CROSS JOIN stats AS s WHERE m.user_id = :user_id "
+        "AND m.term = ANY(ARRAY(SELECT term FROM df WHERE NOT common)) GROUP BY m.card_id)",
+        "cut AS MATERIALIZED (SELECT coalesce(min(score), 0) AS score, "
+        "(b.terms = 0 OR (count(*) >= :window AND min(score) > b.most)) AS exact "
+        "FROM (SELECT score FROM partial ORDER BY score DESC LIMIT :window) AS best "
+        "CROSS JOIN bound AS b GROUP BY b.terms, b.most)",
+        # Only cards within the common terms' share of the window-th best can be among the
+        # window best; their common terms are read by card and term (one probe each).
+        "shortlist AS MATERIALIZED (SELECT p.card_id, p.score FROM partial AS p, cut, "
+        "bound AS b WHERE p.score >= cut.score - b.most)",
+        "held AS MATERIALIZED (SELECT term, card_id, frequency, keyword_length "
+        "FROM card_terms WHERE user_id = :user_id "
+        "AND term = ANY(ARRAY(SELECT term FROM df WHERE common)) "
+        "AND card_id = ANY(ARRAY(SELECT card_id FROM shortlist)))",
+        # Summed, not joined: the planner, expecting one row of each, looped over both.
+        "pruned AS MATERIALIZED (SELECT card_id, sum(score) AS score FROM ("
+        "SELECT card_id, score FROM shortlist UNION ALL "
+        f"SELECT t.card_id, {_bm25('t', 'df.idf')} FROM held AS t "
+        "JOIN df USING (term) CROSS JOIN stats AS s) AS parts GROUP BY card_id)",
+    ]

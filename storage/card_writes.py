@@ -13,6 +13,7 @@ from sqlalchemy.types import BigInteger, Text
 
 from storage.card_records import Card, NewCard, check_card, content_hash
 from storage.card_rows import CARD_COLUMNS, card_of, qualified, unit_vector, vector_literal
+from storage.card_term_counts import count_terms
 from storage.engine import Database
 from storage.erasure import delete_cards, lock_sources
 from storage.errors import StorageError
@@ -73,6 +74,7 @@ class CardWrites:
         stored: dict[str, Card] = {}
         added_cards = 0
         added_terms = 0
+        distinct_terms: list[str] = []
         with self._database.transaction() as session:
             connection = session.connection()
             # Cards made from messages are stored only while those are (``storage.erasure``).
@@ -102,8 +104,10 @@ class CardWrites:
                         )
                     added_cards += 1
                     added_terms += sum(terms.values())
+                    distinct_terms += terms
             if added_cards:
                 _bump_stats(connection, user_id, added_cards, added_terms)
+                count_terms(connection, user_id, distinct_terms)
         return [stored[key] for key in order]
 
     def supersede(self, user_id: str, old_id: int, new_id: int) -> Card:

@@ -66,6 +66,12 @@ _GET_MANY = (
     f"SELECT {CARD_COLUMNS} FROM cards "
     "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
 )
+# The same, with each card's stored keyword terms (a few rows of ix_card_terms_user_card).
+_GET_MANY_WITH_TERMS = (
+    f"SELECT {CARD_COLUMNS}, ARRAY(SELECT t.term FROM card_terms AS t "
+    "WHERE t.user_id = cards.user_id AND t.card_id = cards.id) FROM cards "
+    "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
+)
 
 
 class CardStore(CardWrites, CardQueries):
@@ -145,6 +151,19 @@ class CardStore(CardWrites, CardQueries):
         with driver_autocommit(self._database) as connection:
             rows = connection.execute(_GET_MANY, {"user_id": user_id, "ids": list(card_ids)})
             by_id = {card.id: card for card in map(card_of, rows)}
+        return [by_id[i] for i in card_ids if i in by_id]
+
+    def get_many_with_terms(
+        self, user_id: str, card_ids: Sequence[int]
+    ) -> list[tuple[Card, frozenset[str]]]:
+        """``get_many``, each card with the keyword terms it was stored with."""
+        if not card_ids:
+            return []
+        with driver_autocommit(self._database) as connection:
+            rows = connection.execute(
+                _GET_MANY_WITH_TERMS, {"user_id": user_id, "ids": list(card_ids)}
+            )
+            by_id = {card.id: (card, frozenset(row[-1])) for row in rows for card in [card_of(row)]}
         return [by_id[i] for i in card_ids if i in by_id]
 
     def list_cards(

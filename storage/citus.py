@@ -36,6 +36,7 @@ DISTRIBUTED = (
     "cards",
     "card_terms",
     "card_stats",
+    "card_term_counts",
     "archive_marks",
     "store_items",
     "store_vectors",

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from storage.card_term_counts import count_terms, forget_term_counts
 from storage.engine import Database
 from storage.errors import SessionErasedError
 from storage.inputs import check_id
@@ -167,13 +168,21 @@ def delete_cards(
         connection.execute(
             text("DELETE FROM card_stats WHERE user_id = :user_id"), {"user_id": user_id}
         )
+        forget_term_counts(connection, user_id)
         return len(gone), _rowcount(terms)
     if not gone:
         return 0, 0
     ids = [row.id for row in gone]
-    terms = connection.execute(
-        text("DELETE FROM card_terms WHERE user_id = :user_id AND card_id = ANY(:ids)"),
-        {"user_id": user_id, "ids": ids},
+    gone_terms: list[str] = list(
+        connection.execute(
+            text(
+                "DELETE FROM card_terms WHERE user_id = :user_id AND card_id = ANY(:ids) "
+                "RETURNING term"
+            ),
+            {"user_id": user_id, "ids": ids},
+        )
+        .scalars()
+        .all()
     )
     connection.execute(
         text(
@@ -195,11 +204,13 @@ def delete_cards(
             "length": sum(row.keyword_length for row in gone),
         },
     )
+    # Under the statistics row's lock, as every writer of the counts (storage.card_term_counts).
+    count_terms(connection, user_id, gone_terms, sign=-1)
     connection.execute(
         text("DELETE FROM card_stats WHERE user_id = :user_id AND cards <= 0"),
         {"user_id": user_id},
     )
-    return len(gone), _rowcount(terms)
+    return len(gone), len(gone_terms)
 
 
 def lock_source(

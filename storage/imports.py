@@ -17,6 +17,7 @@ from sqlalchemy.types import BigInteger, Text
 
 from storage.card_records import NewCard, content_hash
 from storage.card_rows import unit_vector, vector_literal
+from storage.card_term_counts import count_terms
 from storage.engine import Database
 from storage.errors import ImportConflictError, InvalidInputError
 from storage.inputs import check_id, check_text
@@ -266,6 +267,7 @@ def _store_cards(
     the positions of those the user had already (a merge)."""
     ids: list[int] = []
     terms_added = 0
+    distinct_terms: list[str] = []
     merged: set[int] = set()
     for position, imported in enumerate(cards):
         card = imported.card
@@ -330,6 +332,7 @@ def _store_cards(
                 },
             )
             terms_added += sum(card.terms.values())
+            distinct_terms += card.terms
     if counts.cards:
         # The keyword statistics, and a new card version (``storage.card_vectors``).
         connection.execute(
@@ -343,6 +346,7 @@ def _store_cards(
             ),
             {"u": user_id, "c": counts.cards, "t": terms_added},
         )
+        count_terms(connection, user_id, distinct_terms)
     return ids, merged
 
 

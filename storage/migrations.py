@@ -425,6 +425,33 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
+        15,
+        "keyword document frequencies",
+        (
+            # How many of a user's cards hold each keyword term, kept by every write of
+            # card_terms in the same transaction (storage.card_writes, storage.erasure,
+            # storage.imports). The keyword search reads a query's few rows here to leave the
+            # terms nearly every card holds out of its scan (storage.card_search): counting
+            # them from card_terms read every posting of those terms, 73,000 rows for one
+            # query of a user of 11,000 cards (BENCHMARKS.md, "prepare with recall").
+            """
+            CREATE TABLE card_term_counts (
+                user_id text NOT NULL,
+                term text NOT NULL,
+                cards bigint NOT NULL,
+                PRIMARY KEY (user_id, term)
+            )
+            """,
+            """
+            INSERT INTO card_term_counts (user_id, term, cards)
+            SELECT user_id, term, count(*) FROM card_terms GROUP BY user_id, term
+            """,
+            # The planner's statistics now, not after autovacuum: without them it read the
+            # user's every count to find a query's few.
+            "ANALYZE card_term_counts",
+        ),
+    ),
+    Migration(
         17,
         "store items",
         (

@@ -28,6 +28,7 @@ __all__ = [
     "CardEmbeddingModelRow",
     "CardRow",
     "CardStatsRow",
+    "CardTermCountRow",
     "CardTermRow",
     "JobRow",
     "MessageRow",
@@ -210,6 +211,16 @@ class CardTermRow(Base):
     card_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     frequency: Mapped[int] = mapped_column(Integer)
     keyword_length: Mapped[int] = mapped_column(Integer)
+
+
+class CardTermCountRow(Base):
+    """How many of a user's cards hold a keyword term (its document frequency; migration 15)."""
+
+    __tablename__ = "card_term_counts"
+
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    term: Mapped[str] = mapped_column(Text, primary_key=True)
+    cards: Mapped[int] = mapped_column(BigInteger)
 
 
 class CardStatsRow(Base):

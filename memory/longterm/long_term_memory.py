@@ -260,25 +260,14 @@ class LongTermMemory(MessageArchiving):
                 deadline=self._rewrite_deadline,
             )
             query, method = rewrite.query, rewrite.method
-            in_window = {stored.id for stored, _ in window}
             pinned = {card.id for card in pins}
-            hits = self.index.search(
+            fresh = self._fresh_hits(
                 user_id,
                 query,
-                CardQuery(
-                    k=self._candidates() + len(pins) + 2 * len(window),
-                    during=time_range_of_query(query, stored.created_at),
-                    diversify=False,  # overlapping cards are merged line by line below
-                ),
+                time_range_of_query(query, stored.created_at),
+                pinned=pinned,
+                in_window={stored.id for stored, _ in window},
             )
-            fresh = [
-                hit
-                for hit in hits
-                if hit.card.id not in pinned
-                and not (
-                    hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
-                )
-            ]
             # Only what passes the relevance gate is weighed, and changed facts are looked up
             # for those only: the current value of a fact first, stale memories marked and
             # after it; nothing is cut here: the excerpts stop at k memories or the budget.
@@ -313,6 +302,47 @@ class LongTermMemory(MessageArchiving):
             ]
             recalled += [self._recalled(excerpt) for excerpt in excerpts]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
+
+    def _fresh_hits(
+        self,
+        user_id: str,
+        query: str,
+        during: tuple[datetime, datetime] | None,
+        *,
+        pinned: set[int],
+        in_window: set[int],
+    ) -> list[ScoredCard]:
+        """The best cards for ``query`` that are neither pinned nor all in the window, as many
+        as recall weighs (``_candidates``) and two more.
+
+        The search asks for that many plus the pins, and again for twice as many while cards
+        of the window took places (a session ended and resumed: its messages have cards).
+        It used to ask for two more per message of the window whatever the window held: in
+        a long session 400 cards, each gated, fetched and weighed, for the same 16.
+        """
+        wanted = self._candidates() + 2
+        k = wanted + len(pinned)
+        while True:
+            hits = self.index.search(
+                user_id,
+                query,
+                CardQuery(
+                    k=k,
+                    during=during,
+                    diversify=False,  # overlapping cards are merged line by line later
+                ),
+            )
+            fresh = [
+                hit
+                for hit in hits
+                if hit.card.id not in pinned
+                and not (
+                    hit.card.source_message_ids and set(hit.card.source_message_ids) <= in_window
+                )
+            ]
+            if len(fresh) >= wanted or len(hits) < k:
+                return fresh[:wanted]
+            k *= 2
 
     def _candidates(self) -> int:
         """How many cards recall weighs: enough for ``k`` memories of overlapping turn cards,

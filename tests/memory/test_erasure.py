@@ -43,6 +43,7 @@ USER_TABLES = (
     "cards",
     "card_terms",
     "card_stats",
+    "card_term_counts",
     "store_items",
     "store_vectors",
     "store_terms",
@@ -191,7 +192,7 @@ def test_forget_deletes_every_table_of_the_user_with_long_term_memory_off(
     assert gone.by_table() == {
         table: before[table]
         for table in USER_TABLES
-        if table not in ("card_stats", "store_vectors", "store_terms")
+        if table not in ("card_stats", "card_term_counts", "store_vectors", "store_terms")
     }
 
 
