@@ -33,7 +33,7 @@ class Line:
         opens: Whether it may open a memory.
         whole_turn: A turn card that could not be split (sent whole, once).
         until: The end of its validity when the card that gave its score holds a value that
-            no longer holds (``memory.validity``); the excerpt shows it first.
+            no longer holds (``memory.longterm.validity``); the excerpt shows it first.
         neighbours: The lines next to it in the conversation.
     """
 

@@ -13,7 +13,7 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    whether it asks instead of telling (or repeats word for word what was said elsewhere:
    boilerplate), and the share of the query's terms it holds. Any other card is one line.
 3. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
-   value that no longer holds, ``memory.validity``) after every other, its excerpt marked
+   value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its
    excerpt (consecutive lines of one conversation are one memory, dated once), a line said
    word for word already is left out, and the walk stops at the first line that would start
