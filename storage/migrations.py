@@ -415,8 +415,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         "cards by source message",
         (
             # Recall marks a turn excerpt stale when its messages are the sources of a
-            # superseded card (memory.longterm.validity): it asks which keyed cards were made from the
-            # recalled excerpts' messages, once per request. Message ids are unique, so the
+            # superseded card (memory.longterm.validity): it asks which keyed cards were made
+            # from the recalled excerpts' messages, once per request. Message ids are unique, so the
             # index finds the few cards of those messages; only keyed cards are indexed.
             """
             CREATE INDEX ix_cards_keyed_sources ON cards USING gin (source_message_ids)

@@ -1,10 +1,11 @@
 """What a question asks about: which property of the user, and whether its past value.
 
 Recall sends the current value of a fact first and leaves superseded cards out. Two things
-about the question help it (``memory.longterm.validity``): the property it names ("which company am I
-with?" asks for the ``employer``; 我现在家在哪里 for the ``city``), whose current card then
-comes first even when search ranked it low; and whether it asks about the past ("where did I
-live before Cork?", "used to", 之前), which needs the superseded cards back, with their validity.
+about the question help it (``memory.longterm.validity``): the property it names ("which
+company am I with?" asks for the ``employer``; 我现在家在哪里 for the ``city``), whose current
+card then comes first even when search ranked it low; and whether it asks about the past ("where
+did I live before Cork?", "used to", 之前), which needs the superseded cards back, with their
+validity.
 Words, not a model: this runs on every request.
 """
 
