@@ -69,7 +69,9 @@ _GET_MANY = (
 # The same, with each card's stored keyword terms (a few rows of ix_card_terms_user_card).
 _GET_MANY_WITH_TERMS = (
     f"SELECT {CARD_COLUMNS}, ARRAY(SELECT t.term FROM card_terms AS t "
-    "WHERE t.user_id = cards.user_id AND t.card_id = cards.id) FROM cards "
+    # The terms' user is the parameter, not ``cards.user_id``: the same rows, and Citus then
+    # routes the whole statement to the user's shard (a correlated user fans out to every one).
+    "WHERE t.user_id = %(user_id)s::text AND t.card_id = cards.id) FROM cards "
     "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
 )
 
