@@ -57,11 +57,17 @@ __all__ = [
 _MESSAGE_COLUMNS = "id, seq, role, payload, tokens, client_id, metadata, created_at"
 _USER_SESSION = "user_id = %(user_id)s::text AND session_id = %(session_id)s::text"
 
+
 # The summary, and the newest rows after the larger of its boundary and the floor: the rows
 # the caller holds end at :floor, whose message has the id :floor_id. If the session no longer
 # holds that message (it was erased, and perhaps started again), the floor is 0: what the
-# caller holds is gone, and it is read afresh.
-_READS = f"""
+# caller holds is gone, and it is read afresh. ``beside_input`` leaves out what the same
+# statement stored: one server reads the statement's snapshot, which holds none of its own
+# writes, but Citus runs the CTEs as steps, each with a snapshot of its own, and the read after
+# the insert saw the input it had just stored (the prompt held it twice).
+def _reads(*, beside_input: bool) -> str:
+    stored = "\n      AND seq NOT IN (SELECT seq FROM inserted)" if beside_input else ""
+    return f"""
 summary AS (
     SELECT content, kind, boundary_seq, covered, version, updated_at FROM session_summaries
     WHERE {_USER_SESSION}
@@ -75,9 +81,12 @@ held AS (
 recent AS (
     SELECT {_MESSAGE_COLUMNS} FROM messages
     WHERE {_USER_SESSION}
-      AND seq > greatest((SELECT floor FROM held), (SELECT boundary_seq FROM summary))
+      AND seq > greatest((SELECT floor FROM held), (SELECT boundary_seq FROM summary)){stored}
     ORDER BY seq DESC LIMIT %(batch)s::bigint
 )"""
+
+
+_READS = _reads(beside_input=False)
 
 # One result for both: a row per message (newest first) and one for the summary, told apart
 # by ``part``; the summary's columns ride in the same row type, its time in ``created_at``.
@@ -153,7 +162,7 @@ the floor used (0 when the session no longer holds message ``floor`` with id ``f
 Parameters: ``user_id``, ``session_id``, ``floor``, ``floor_id``, ``batch``."""
 
 INPUT_AND_WINDOW = (
-    f"WITH {_STORE},{_READS}\n"
+    f"WITH {_STORE},{_reads(beside_input=True)}\n"
     f"SELECT 'input' AS part, {_MESSAGE_COLUMNS}, {_NO_SUMMARY} FROM inserted"
     f"\nUNION ALL{_UNION}\nORDER BY seq DESC NULLS LAST"
 )

@@ -201,3 +201,24 @@ def test_concurrent_workers_claim_each_job_of_every_user_once(citus_database: Da
         thread.join()
 
     assert sorted(claimed[0] + claimed[1]) == sorted(users)
+
+
+def test_the_input_is_in_the_prompt_once_warm_and_cold(citus_database: Database) -> None:
+    # Citus runs the input's statement in steps (its CTEs as subplans), each with a snapshot
+    # of its own: a window read after the input was inserted saw it, and the prompt held the
+    # input twice. The window's read leaves out what the same statement stored.
+    user = _user()
+    warm = Memory(citus_database, _settings(context_window=8_000, max_output=500))
+    for turn in range(3):
+        context = warm.prepare(user_id=user, session_id="s1", input=f"question {turn}")
+        said = [m["content"] for m in context.messages if m["role"] == "user"]
+        assert said == [f"question {t}" for t in range(turn + 1)]
+        warm.record(
+            user_id=user, session_id="s1", messages=[{"role": "assistant", "content": "ok"}]
+        )
+    cold = Memory(citus_database, _settings(context_window=8_000, max_output=500))
+    context = cold.prepare(user_id=user, session_id="s1", input="question cold")
+    said = [m["content"] for m in context.messages if m["role"] == "user"]
+    assert said == ["question 0", "question 1", "question 2", "question cold"]
+    stored = [m.payload["content"] for m in cold.history(user_id=user, session_id="s1")]
+    assert stored.count("question cold") == 1
