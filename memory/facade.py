@@ -392,7 +392,7 @@ class Memory:
             self._parts.queued_archiving.forget(user_id, session_id)  # the job is due now
             self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
-            longterm.archive_through(user_id, session_id, None)
+            longterm.archiver.archive_through(user_id, session_id, None)
 
     @property
     def items(self) -> Items:

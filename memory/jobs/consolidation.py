@@ -233,5 +233,5 @@ class ConsolidationJobs:
                 self._longterm.extractor_for(fold.summary),
                 on_event=self._on_summary_event,
             )
-            step = ArchivingFold(shared, self._longterm)
+            step = ArchivingFold(shared, self._longterm.archiver)
         return Consolidator(self._messages, self._summaries, summarizer, fold.policy, step=step)

@@ -88,7 +88,7 @@ class Folding:
             self._parts.queued_archiving.forget(user_id, session_id)
             self._parts.jobs.enqueue(CARDS, user_id, session_id)
         else:
-            longterm.archive_through(user_id, session_id, saved.boundary_seq)
+            longterm.archiver.archive_through(user_id, session_id, saved.boundary_seq)
 
     def archive_soon(self, user_id: str, session_id: str) -> None:
         """Queue the archiving of the session's stored messages as cards, debounced.

@@ -117,17 +117,21 @@ class Parts:
                 # there is none.
                 summary = self.summaries.get(job.user_id, job.session_id)
                 if summary is not None:
-                    longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
+                    longterm.archiver.archive_through(
+                        job.user_id, job.session_id, summary.boundary_seq
+                    )
 
         def archive(job: Job) -> None:
             if longterm is None:
                 return  # queued by a process with long-term memory on: nothing to do here
             if job.params.get(END_OF_SESSION):
-                longterm.archive_through(job.user_id, job.session_id, None)
+                longterm.archiver.archive_through(job.user_id, job.session_id, None)
             else:
                 summary = self.summaries.get(job.user_id, job.session_id)
                 if summary is not None:
-                    longterm.archive_through(job.user_id, job.session_id, summary.boundary_seq)
+                    longterm.archiver.archive_through(
+                        job.user_id, job.session_id, summary.boundary_seq
+                    )
 
         return {CONSOLIDATE: consolidate, CARDS: archive}
 
