@@ -84,8 +84,8 @@ class Memory:
         self.budget: Budget = self._parts.budget
         #: What ``budget`` is measured with (the proxy cuts an oversized message by it).
         self.counter: TokenCounter = self._parts.counter
-        self._folding = Folding(self._parts, settings)
-        self._preparer = Preparer(self._parts, settings, self._folding)
+        self._folding: Folding = self._parts.folding
+        self._preparer: Preparer = self._parts.preparer
         self._reports = ReportStore(database)
         self._keeper = ReportKeeper(self._reports, settings.reports)
         self._stop = threading.Event()
@@ -392,7 +392,7 @@ class Memory:
             self._parts.queued_archiving.forget(user_id, session_id)  # the job is due now
             self._parts.jobs.enqueue(CARDS, user_id, session_id, params={END_OF_SESSION: True})
         else:
-            longterm.archive_through(user_id, session_id, None)
+            longterm.archiver.archive_through(user_id, session_id, None)
 
     @property
     def items(self) -> Items:
@@ -493,7 +493,7 @@ class Memory:
             storage.SessionErasedError: with ``reply_to``, the session was erased since.
         """
         batch = [
-            self._parts.new_message(index, *parse_input(index, data))
+            self._parts.writer.new_message(index, *parse_input(index, data))
             for index, data in enumerate(batch_items(messages))
         ]
         if not batch:
@@ -542,7 +542,7 @@ class Memory:
 
     def consolidate(self, *, user_id: str, session_id: str) -> SummaryRecord | None:
         """Fold what left the window into the summary now, if the trigger is reached."""
-        return self._parts.consolidator.consolidate(user_id, session_id)
+        return self._parts.consolidations.consolidator.consolidate(user_id, session_id)
 
     def run_worker(
         self, *, until_idle: bool = False, stop: threading.Event | None = None
@@ -567,7 +567,11 @@ class Memory:
                 background worker waits an outage out instead).
         """
         run = WorkerRun()
-        worker = Worker(self._parts.jobs, self._parts.job_handlers(run), on_idle=self._idle_task())
+        worker = Worker(
+            self._parts.jobs,
+            self._parts.consolidations.job_handlers(run),
+            on_idle=self._idle_task(),
+        )
         if until_idle:
             worker.run(stop or threading.Event(), until_idle=True)
             run.failures = worker.failures

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.context.tokens import TiktokenCounter, TokenCounter
+from memory.jobs.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler
 from memory.llm import ChatModel
 from memory.longterm.long_term_memory import LongTermMemory
 from memory.longterm.summary_and_cards import ArchivingFold, SharedFold
@@ -171,6 +172,38 @@ class ConsolidationJobs:
             }
         return params
 
+    def job_handlers(self, log: WorkerRun | None = None) -> dict[str, JobHandler]:
+        """The worker's table: the handler of each job kind (``log`` collects what ran)."""
+
+        longterm = self._longterm
+
+        def consolidate(job: Job) -> None:
+            self.run(job, log)
+            if longterm is not None:
+                # What the fold took out of the window became cards in its summariser call
+                # (``memory.longterm.summary_and_cards``); this archives what no such call
+                # covered (a fold without a model, messages before it), and is one query when
+                # there is none.
+                summary = self._summaries.get(job.user_id, job.session_id)
+                if summary is not None:
+                    longterm.archiver.archive_through(
+                        job.user_id, job.session_id, summary.boundary_seq
+                    )
+
+        def archive(job: Job) -> None:
+            if longterm is None:
+                return  # queued by a process with long-term memory on: nothing to do here
+            if job.params.get(END_OF_SESSION):
+                longterm.archiver.archive_through(job.user_id, job.session_id, None)
+            else:
+                summary = self._summaries.get(job.user_id, job.session_id)
+                if summary is not None:
+                    longterm.archiver.archive_through(
+                        job.user_id, job.session_id, summary.boundary_seq
+                    )
+
+        return {CONSOLIDATE: consolidate, CARDS: archive}
+
     def run(self, job: Job, log: WorkerRun | None = None) -> JobOutcome:
         """Run one consolidation job: upgrade a raw archive if asked, then fold what is due."""
         started = time.monotonic()
@@ -233,5 +266,5 @@ class ConsolidationJobs:
                 self._longterm.extractor_for(fold.summary),
                 on_event=self._on_summary_event,
             )
-            step = ArchivingFold(shared, self._longterm)
+            step = ArchivingFold(shared, self._longterm.archiver)
         return Consolidator(self._messages, self._summaries, summarizer, fold.policy, step=step)

@@ -1,6 +1,7 @@
-"""``LongTermMemory``'s archiving half: a session's stored messages become turn cards and extracted
-cards, and the archive mark moves past them; apart from recall and pins because it is the one
-path that writes what a conversation said into cards (after a fold, or when a session ends)."""
+"""``MessageArchiver``: a session's stored messages become turn cards and extracted cards, and the
+archive mark moves past them. Its own object, apart from recall and pins, because it is the one
+path that writes what a conversation said into cards (after a fold, or when a session ends);
+``LongTermMemory`` holds one (``LongTermMemory.archiver``) and the folds and jobs call it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ __all__ = [
     "EXTRACTION_BATCH_MESSAGES",
     "TURN_MESSAGE_CHARS",
     "TURN_NEIGHBOUR_CHARS",
-    "MessageArchiving",
+    "MessageArchiver",
     "source_message",
 ]
 
@@ -52,13 +53,27 @@ _NEIGHBOUR_MARGIN = 4
 _TURN_ROLES = ("user", "assistant")
 
 
-class MessageArchiving:
-    """``LongTermMemory``'s archiving half; every method is scoped by ``user_id``."""
+class MessageArchiver:
+    """Archives a session's stored messages as cards; every method is scoped by ``user_id``.
 
-    _marks: ArchiveMarks
-    _messages: MessageStore
-    _writer: CardWriter
-    extractor: CardExtractor
+    Args:
+        messages: The message store the archived ranges are read from.
+        marks: How far each session is archived.
+        writer: Stores the cards (a card on the subject of a valid one supersedes it).
+        extractor: Extracts the cards of a range (the chat model's, or the rules offline).
+    """
+
+    def __init__(
+        self,
+        messages: MessageStore,
+        marks: ArchiveMarks,
+        writer: CardWriter,
+        extractor: CardExtractor,
+    ) -> None:
+        self._messages = messages
+        self._marks = marks
+        self._writer = writer
+        self._extractor = extractor
 
     def archive_through(self, user_id: str, session_id: str, through: int | None) -> int:
         """Archive the session's messages after its archive mark, through seq ``through``.
@@ -184,7 +199,7 @@ class MessageArchiving:
         # One extraction per archived range (a fold or a session's end), never per message;
         # each batch is stored as soon as it is extracted, in the order it was said.
         for start in range(0, len(sources), EXTRACTION_BATCH_MESSAGES):
-            extraction = self.extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
+            extraction = self._extractor.extract(sources[start : start + EXTRACTION_BATCH_MESSAGES])
             cards += self._store_extracted(user_id, session_id, extraction.cards, by_seq)
         return cards, [stored for stored in loaded if archived(stored)]
 

@@ -1,8 +1,8 @@
 """``LongTermMemory``: a user's cards: archived turns, extracted cards, pins, search and recall.
 
-The facade owns one; it turns stored messages into cards (``archive``, from
-``memory.longterm.archiving``), answers ``search``, keeps pins within their budget, and recalls the
-memories of one request (``recall``).
+The facade owns one; it holds the ``MessageArchiver`` that turns stored messages into cards
+(``archiver``, from ``memory.longterm.archiving``), answers ``search``, keeps pins within their
+budget, and recalls the memories of one request (``recall``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
-from memory.longterm.archiving import MessageArchiving
+from memory.longterm.archiving import MessageArchiver
 from memory.longterm.card_lifecycle import CardWriter
 from memory.longterm.validity import current_first, named_current, why_brought
 from memory.settings import CardSettings, SummarySettings
@@ -80,7 +80,7 @@ class Recall:
     state: RecallState
 
 
-class LongTermMemory(MessageArchiving):
+class LongTermMemory:
     """The cards of every user, scoped by user in every method."""
 
     def __init__(
@@ -119,11 +119,12 @@ class LongTermMemory(MessageArchiving):
         # Queries may be embedded ahead of their search (``prefetch``); batches pass through.
         self._queries = PrefetchingEmbedder(embedder)
         self.index = CardIndex(store, self._queries, config=search_config_for(embedder))
-        self._writer = CardWriter(self.index)
         self._on_extraction_event = on_extraction_event
         self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
-        self._marks = ArchiveMarks(database)
-        self._messages = messages
+        #: Archives stored messages as cards (folds, jobs and ``end_session`` call it).
+        self.archiver = MessageArchiver(
+            messages, ArchiveMarks(database), CardWriter(self.index), self.extractor
+        )
         self._counter = counter
         self._settings = settings
         #: The most tokens the user's pins may take in a request.

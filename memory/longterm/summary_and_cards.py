@@ -44,8 +44,7 @@ from memory.context.messages import Message
 from memory.context.tokens import DEFAULT_MODEL
 from memory.errors import LLMError
 from memory.llm import LLMChain, LLMChainFailed, LLMEvent, ReplyFormat, json_text
-from memory.longterm.archiving import source_message
-from memory.longterm.long_term_memory import LongTermMemory
+from memory.longterm.archiving import MessageArchiver, source_message
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryEvent, SummaryResult
 from memory.summary.transcript import SUMMARY_RULES, render_fold_transcript, summary_material
 from storage import StoredMessage
@@ -363,9 +362,9 @@ class ArchivingFold:
     consolidator, which stores it.
     """
 
-    def __init__(self, shared: SharedFold, longterm: LongTermMemory) -> None:
+    def __init__(self, shared: SharedFold, archiver: MessageArchiver) -> None:
         self.shared = shared
-        self._longterm = longterm
+        self._archiver = archiver
 
     def __call__(
         self,
@@ -376,14 +375,14 @@ class ArchivingFold:
         folded: Sequence[Message],
     ) -> SummaryResult:
         """Summarise the fold, extract and store its cards; see the class."""
-        longterm = self._longterm
-        mark = longterm.archive_mark(user_id, session_id)
+        archiver = self._archiver
+        mark = archiver.archive_mark(user_id, session_id)
         if mark < stored[0].seq - 1:
             # Messages before the fold are not archived (folded while long-term memory was
             # off, or by a raw archive whose cards job has not run): archive them on their own
             # first, or moving the mark past them would skip them.
-            longterm.archive_through(user_id, session_id, stored[0].seq - 1)
-            mark = longterm.archive_mark(user_id, session_id)
+            archiver.archive_through(user_id, session_id, stored[0].seq - 1)
+            mark = archiver.archive_mark(user_id, session_id)
         lines = [
             FoldLine(
                 message,
@@ -393,5 +392,5 @@ class ArchivingFold:
             for row, message in zip(stored, folded, strict=True)
         ]
         result = self.shared.fold(previous, lines)
-        longterm.store_fold(user_id, session_id, mark, stored[-1], result.extraction.cards)
+        archiver.store_fold(user_id, session_id, mark, stored[-1], result.extraction.cards)
         return result.summary

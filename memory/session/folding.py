@@ -11,21 +11,75 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from memory.jobs.consolidation import ConsolidationJobs
 from memory.jobs.worker import CARDS, CONSOLIDATE, END_OF_SESSION
-from memory.session.recent import RecentWindow
-from memory.session.wiring import Parts
+from memory.longterm.archiving import MessageArchiver
+from memory.session.queued_jobs import QueuedArchiving, QueuedConsolidations
+from memory.session.recent import RecentMessages, RecentWindow
 from memory.settings import Settings
-from storage import SummaryRecord
+from memory.summary.consolidator import Consolidator
+from memory.summary.policy import FoldPolicy
+from storage import JobQueue, MessageStore, SummaryRecord
 
 __all__ = ["Folding"]
 
 
 class Folding:
-    """Folds a session's summary forward, inline or through the job queue, per the settings."""
+    """Folds a session's summary forward, inline or through the job queue, per the settings.
 
-    def __init__(self, parts: Parts, settings: Settings) -> None:
-        self._parts = parts
+    Args:
+        settings: the fold mode (inline or background), its debounce, and the cards settings.
+        messages: the message store (the tokens stored after the summary).
+        recent: the recent windows, reloaded after a fold.
+        history_budget: the tokens a request's history may take (the window reloaded).
+        fold_policy: when a fold is due.
+        jobs: the queue consolidation and cards jobs go to (background mode).
+        consolidations: this process's fold (inline) and the params of the jobs it queues.
+        raw_archiver: folds into a raw archive, no model (what the hard cap would drop).
+        archiver: archives folded messages as cards (``None``: long-term memory is off).
+        queued: the sessions this process queued a consolidation for (one per burst).
+        queued_archiving: the sessions this process queued a cards job for.
+        llm_configured: whether a chat model writes summaries (a raw archive is upgraded).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        messages: MessageStore,
+        recent: RecentMessages,
+        history_budget: int,
+        fold_policy: FoldPolicy,
+        jobs: JobQueue,
+        consolidations: ConsolidationJobs,
+        raw_archiver: Consolidator,
+        archiver: MessageArchiver | None,
+        queued: QueuedConsolidations,
+        queued_archiving: QueuedArchiving,
+        llm_configured: bool,
+    ) -> None:
         self._settings = settings
+        self._messages = messages
+        self._recent = recent
+        self._history_budget = history_budget
+        self._fold_policy = fold_policy
+        self._jobs = jobs
+        self._consolidations = consolidations
+        self._raw_archiver = raw_archiver
+        self._archiver = archiver
+        self._queued = queued
+        self._queued_archiving = queued_archiving
+        self._llm_configured = llm_configured
+
+    def load_window(
+        self, user_id: str, session_id: str
+    ) -> tuple[SummaryRecord | None, RecentWindow]:
+        """The stored summary and the newest messages after its boundary that fill the budget.
+
+        Never past the summary boundary, and only a little more than the budget: the cost of a
+        request does not grow with the length of the history. One connection checkout.
+        """
+        return self._recent.load_with_summary(user_id, session_id, budget=self._history_budget)
 
     @property
     def _background(self) -> bool:
@@ -44,14 +98,14 @@ class Folding:
         follow until a worker has folded find the same summary and queue nothing.
         """
         if self._background:
-            queued, version = self._parts.queued, summary.version if summary else 0
+            queued, version = self._queued, summary.version if summary else 0
             if queued.due(user_id, session_id, version):
                 self.fold(user_id, session_id)
                 queued.queued(user_id, session_id, version)
             return summary, window
         if self.fold(user_id, session_id) is None:
             return summary, window
-        return self._parts.load_window(user_id, session_id)
+        return self.load_window(user_id, session_id)
 
     def fold(self, user_id: str, session_id: str) -> SummaryRecord | None:
         """Fold what left the window: queue the job (background) or fold and archive now.
@@ -60,15 +114,15 @@ class Folding:
             The summary a fold saved now (inline mode), else ``None``.
         """
         if self._background:
-            self._parts.jobs.enqueue(
+            self._jobs.enqueue(
                 CONSOLIDATE,
                 user_id,
                 session_id,
                 delay_seconds=self._settings.summary.debounce_seconds,
-                params=self._parts.consolidations.params(),
+                params=self._consolidations.params(),
             )
             return None
-        saved = self._parts.consolidator.consolidate(user_id, session_id)
+        saved = self._consolidations.consolidator.consolidate(user_id, session_id)
         if saved is not None:
             self.archive_folded(user_id, session_id, saved)
         return saved
@@ -79,16 +133,16 @@ class Folding:
         Inline mode archives now; background mode queues a ``cards`` job (the consolidation
         job archives what it folds itself).
         """
-        longterm = self._parts.longterm
-        if longterm is None:
+        archiver = self._archiver
+        if archiver is None:
             return
         if self._background:
             # Due now: a pending job of the session is moved earlier, and no longer surely
             # pending when the next records come.
-            self._parts.queued_archiving.forget(user_id, session_id)
-            self._parts.jobs.enqueue(CARDS, user_id, session_id)
+            self._queued_archiving.forget(user_id, session_id)
+            self._jobs.enqueue(CARDS, user_id, session_id)
         else:
-            longterm.archive_through(user_id, session_id, saved.boundary_seq)
+            archiver.archive_through(user_id, session_id, saved.boundary_seq)
 
     def archive_soon(self, user_id: str, session_id: str) -> None:
         """Queue the archiving of the session's stored messages as cards, debounced.
@@ -104,13 +158,13 @@ class Folding:
         archives at folds and ``end_session``.
         """
         cards = self._settings.cards
-        if self._parts.longterm is None or not self._background or not cards.archive_promptly:
+        if self._archiver is None or not self._background or not cards.archive_promptly:
             return
-        queued = self._parts.queued_archiving
+        queued = self._queued_archiving
         if queued.pending(user_id, session_id):
             return
         asked = queued.now()
-        created = self._parts.jobs.enqueue(
+        created = self._jobs.enqueue(
             CARDS,
             user_id,
             session_id,
@@ -137,20 +191,20 @@ class Folding:
         Returns:
             How many messages were archived, then the summary and window to use now.
         """
-        archiver = self._parts.archiver
+        raw = self._raw_archiver
         if through is None:
-            saved = archiver.consolidate(user_id, session_id)
+            saved = raw.consolidate(user_id, session_id)
         else:
-            saved = archiver.fold_through(user_id, session_id, through)
-        upgrading = saved is not None and self._parts.llm_configured and self._background
+            saved = raw.fold_through(user_id, session_id, through)
+        upgrading = saved is not None and self._llm_configured and self._background
         if upgrading:
             if summary is None or summary.kind == "llm":
                 base = summary or _NO_SUMMARY
-                params = self._parts.consolidations.params(upgrade_from=base)
+                params = self._consolidations.params(upgrade_from=base)
             else:
                 # A raw summary already waits for its upgrade: the queued job keeps its base.
-                params = self._parts.consolidations.params()
-            self._parts.jobs.enqueue(
+                params = self._consolidations.params()
+            self._jobs.enqueue(
                 CONSOLIDATE,
                 user_id,
                 session_id,
@@ -162,7 +216,7 @@ class Folding:
             # An upgrade job extracts the archived messages' cards in its summariser call, and
             # archives whatever is left through the boundary after it: no ``cards`` job needed.
             self.archive_folded(user_id, session_id, saved)
-        reloaded, window = self._parts.load_window(user_id, session_id)
+        reloaded, window = self.load_window(user_id, session_id)
         return max(archived, 0), reloaded, window
 
     def fold_when_due(self, user_id: str, session_id: str) -> None:
@@ -176,10 +230,8 @@ class Folding:
         # In background mode a fold already queued makes the sum moot (the queue debounces):
         # it is skipped, so its cost is bounded by what one fold leaves, not by the backlog.
         queued = CONSOLIDATE if self._background else None
-        tokens = self._parts.messages.tokens_after_summary(
-            user_id, session_id, unless_queued=queued
-        )
-        if tokens is not None and tokens > self._parts.fold_policy.trigger_tokens:
+        tokens = self._messages.tokens_after_summary(user_id, session_id, unless_queued=queued)
+        if tokens is not None and tokens > self._fold_policy.trigger_tokens:
             self.fold(user_id, session_id)
 
 

@@ -15,13 +15,15 @@ from memory.context.assembler import AssembledContext, SummaryContext, assemble
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory
 from memory.context.report import Dropped, InterruptedCall, MessageRef, RecallState
+from memory.context.tokens import TokenCounter
 from memory.errors import InvalidHistoryError
-from memory.longterm.long_term_memory import Recall
+from memory.longterm.long_term_memory import LongTermMemory, Recall
 from memory.session.folding import Folding
 from memory.session.incoming import check_system, name_stored, parse_input
-from memory.session.recent import RecentWindow, WindowCounter
-from memory.session.wiring import Parts
+from memory.session.recent import RecentMessages, RecentWindow, WindowCounter
+from memory.session.writer import SessionWriter
 from memory.settings import Settings
+from memory.summary.policy import FoldPolicy
 from storage import SummaryRecord
 
 __all__ = ["Preparer"]
@@ -32,15 +34,46 @@ logger = logging.getLogger(__name__)
 class Preparer:
     """Assembles each request's context; ``Memory.prepare`` is its public face.
 
+    Args:
+        settings: the recent messages kept whole and the tool results' cap.
+        folding: folds (or queues the fold) when the window passes the trigger, and archives
+            raw what the hard cap would drop.
+        recent: the recent windows: the input stored and the window read in one round trip.
+        writer: stores an input that closes open calls (or is a replay); refuses one that
+            could never fit.
+        counter: counts the system message and the window's messages.
+        history_budget: the tokens a request's history may take.
+        fold_policy: when the window is due to fold.
+        longterm: recalls the memories of a request (``None``: long-term memory is off).
+        llm_configured: whether a chat model writes summaries (a raw one is then degraded).
+
     Attributes:
         recall_failures: recalls that failed (database or embedder) and went on without
             memories.
     """
 
-    def __init__(self, parts: Parts, settings: Settings, folding: Folding) -> None:
-        self._parts = parts
+    def __init__(
+        self,
+        settings: Settings,
+        folding: Folding,
+        *,
+        recent: RecentMessages,
+        writer: SessionWriter,
+        counter: TokenCounter,
+        history_budget: int,
+        fold_policy: FoldPolicy,
+        longterm: LongTermMemory | None,
+        llm_configured: bool,
+    ) -> None:
         self._settings = settings
         self._folding = folding
+        self._recent = recent
+        self._writer = writer
+        self._counter = counter
+        self._history_budget = history_budget
+        self._fold_policy = fold_policy
+        self._longterm = longterm
+        self._llm_configured = llm_configured
         self.recall_failures = 0
 
     def prepare(
@@ -55,15 +88,15 @@ class Preparer:
         check_system(system)
         interrupted: tuple[InterruptedCall, ...] = ()
         text = input.get("content") if isinstance(input, Mapping) else input
-        if isinstance(text, str) and self._parts.longterm is not None:
+        if isinstance(text, str) and self._longterm is not None:
             # Recall will most likely search the input as written: MiniLM embeds it on another
             # thread while the input is stored and the window read.
-            self._parts.longterm.prefetch(text)
+            self._longterm.prefetch(text)
         if input is not None:
             interrupted, summary, window = self._store_input(user_id, session_id, input, system)
         else:
-            summary, window = self._parts.load_window(user_id, session_id)
-        if window.tokens > self._parts.fold_policy.trigger_tokens:
+            summary, window = self._folding.load_window(user_id, session_id)
+        if window.tokens > self._fold_policy.trigger_tokens:
             summary, window = self._folding.schedule(user_id, session_id, summary, window)
         recall = self._recall(user_id, window)
         memories = recall.memories if recall else ()
@@ -98,12 +131,12 @@ class Preparer:
         # The window's messages were counted and rendered once, as they entered the recent
         # cache. They were checked as they were stored, and a run of stored messages that
         # starts a unit is a valid history on its own (only its last calls may be open).
-        known = WindowCounter(self._parts.counter, window)
+        known = WindowCounter(self._counter, window)
         messages = window.messages
         starts_a_unit = bool(messages) and messages[0].role != "tool"
         return assemble(
             messages,
-            budget=self._parts.budget.history,
+            budget=self._history_budget,
             counter=known,
             system=system,
             summary=self._summary_context(summary),
@@ -137,20 +170,20 @@ class Preparer:
                     "(record other roles with record)"
                 ]
             )
-        counter = self._parts.counter
+        counter = self._counter
         system_tokens = (
             counter.count_message(Message(role="system", content=system)) if system else 0
         )
-        new = self._parts.new_message(
+        new = self._writer.new_message(
             0, message, client_id, metadata, timestamp, reserved=system_tokens
         )
-        budget = self._parts.budget.history
-        appended = self._parts.recent.append_and_load(user_id, session_id, new, budget=budget)
+        budget = self._history_budget
+        appended = self._recent.append_and_load(user_id, session_id, new, budget=budget)
         if appended is not None:
             _, summary, window = appended
             return (), summary, window
-        interrupted = self._parts.writer.store_input(user_id, session_id, new)
-        return interrupted, *self._parts.load_window(user_id, session_id)
+        interrupted = self._writer.store_input(user_id, session_id, new)
+        return interrupted, *self._folding.load_window(user_id, session_id)
 
     def _recall(self, user_id: str, window: RecentWindow) -> Recall | None:
         """Memories recalled for this request: pins first, then the cards best matching it.
@@ -159,7 +192,7 @@ class Preparer:
         recalling is logged and counted (``recall_failures``), and the request goes on
         without memories; recall never fails a request.
         """
-        longterm = self._parts.longterm
+        longterm = self._longterm
         if longterm is None:
             return None
         try:
@@ -176,7 +209,7 @@ class Preparer:
             text=summary.content,
             covered=summary.covered,
             kind=summary.kind,
-            degraded=summary.kind == "raw" and self._parts.llm_configured,
+            degraded=summary.kind == "raw" and self._llm_configured,
         )
 
 

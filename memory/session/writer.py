@@ -6,10 +6,15 @@ Also where a new user input closes the session's open tool calls (see
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+from memory.context.messages import Message
 from memory.context.report import InterruptedCall
-from memory.context.tokens import TokenCounter
+from memory.context.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from memory.context.units import find_problems
 from memory.errors import (
+    ContextOverflowError,
     InvalidHistoryError,
     Problem,
     RecordConflictError,
@@ -38,12 +43,44 @@ class SessionWriter:
 
     Args:
         messages: the message store.
-        counter: counts the tokens of the results that close interrupted calls.
+        counter: counts the tokens of new messages and of the results that close
+            interrupted calls.
+        history_budget: the tokens a request's history may take: a message that could never
+            fit is refused (``new_message``).
     """
 
-    def __init__(self, messages: MessageStore, counter: TokenCounter) -> None:
+    def __init__(
+        self, messages: MessageStore, counter: TokenCounter, *, history_budget: int
+    ) -> None:
         self._messages = messages
         self._counter = counter
+        self._history_budget = history_budget
+
+    def new_message(
+        self,
+        index: int,
+        message: Message,
+        client_id: str | None,
+        metadata: dict[str, Any],
+        timestamp: datetime | None,
+        *,
+        reserved: int = 0,
+    ) -> NewMessage:
+        """The message to store, refused when it could never fit a request."""
+        tokens = self._counter.count_message(message)
+        required = reserved + tokens + REPLY_PRIMING_TOKENS
+        if message.role != "tool" and required > self._history_budget:
+            # A tool result can be cut to fit; any other message would never fit a request.
+            detail = f"message {index}" + (" with the system message" if reserved else " alone")
+            raise ContextOverflowError(required, self._history_budget, detail)
+        return NewMessage(
+            payload=message.to_openai(),
+            role=message.role,
+            tokens=tokens,
+            client_id=client_id,
+            metadata=metadata,
+            created_at=timestamp,
+        )
 
     def record(
         self,

@@ -67,7 +67,7 @@ def test_a_message_archived_again_with_new_neighbours_keeps_its_one_turn_card(
 ) -> None:
     talk(mem, user_id, range(3))
     # A process that stored the cards and died before moving the archive mark:
-    longterm_of(mem).archive(user_id, "s1", 0, None)
+    longterm_of(mem).archiver.archive(user_id, "s1", 0, None)
     assert ArchiveMarks(mem._database).get(user_id, "s1") == 0
     before = {card.turn_message_id: card for card in turn_cards(mem, user_id)}
     talk(mem, user_id, range(3, 5))  # the last archived message has a neighbour now
@@ -92,7 +92,7 @@ def test_a_long_session_is_archived_in_bounded_steps_each_moving_the_mark(
     longterm = longterm_of(mem)
     reads: list[int] = []
     marks: list[int] = []
-    read, advance = longterm._messages.between, longterm._marks.advance
+    read, advance = longterm.archiver._messages.between, longterm.archiver._marks.advance
 
     def between(*args: Any) -> list[StoredMessage]:
         reads.append(len(loaded := read(*args)))
@@ -102,8 +102,8 @@ def test_a_long_session_is_archived_in_bounded_steps_each_moving_the_mark(
         marks.append(through.seq)
         return advance(user, session, through)
 
-    monkeypatch.setattr(longterm._messages, "between", between)
-    monkeypatch.setattr(longterm._marks, "advance", advanced)
+    monkeypatch.setattr(longterm.archiver._messages, "between", between)
+    monkeypatch.setattr(longterm.archiver._marks, "advance", advanced)
 
     mem.end_session(user_id=user_id, session_id="s1")
 
@@ -118,7 +118,7 @@ def test_a_failure_midway_loses_only_its_step_and_the_retry_doubles_nothing(
     monkeypatch.setattr(memory.longterm.archiving, "ARCHIVE_BATCH_MESSAGES", 20)
     talk(mem, user_id, range(25))
     longterm = longterm_of(mem)
-    write = longterm._writer.write
+    write = longterm.archiver._writer.write
     calls = 0
 
     def failing(*args: Any) -> list[Card]:
@@ -128,12 +128,12 @@ def test_a_failure_midway_loses_only_its_step_and_the_retry_doubles_nothing(
             raise RuntimeError("the database went away")
         return write(*args)
 
-    monkeypatch.setattr(longterm._writer, "write", failing)
+    monkeypatch.setattr(longterm.archiver._writer, "write", failing)
     with pytest.raises(RuntimeError):
         mem.end_session(user_id=user_id, session_id="s1")
     assert ArchiveMarks(mem._database).get(user_id, "s1") == 20  # the first step is kept
 
-    monkeypatch.setattr(longterm._writer, "write", write)
+    monkeypatch.setattr(longterm.archiver._writer, "write", write)
     mem.end_session(user_id=user_id, session_id="s1")
 
     cards = turn_cards(mem, user_id)

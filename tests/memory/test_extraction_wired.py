@@ -298,7 +298,7 @@ def test_a_job_that_stored_cards_but_died_before_its_mark_adds_nothing_when_retr
     longterm = mem._parts.longterm
     assert longterm is not None
     # What a worker killed between storing the cards and moving the archive mark had done:
-    longterm.archive(user_id, "s1", 0, None)
+    longterm.archiver.archive(user_id, "s1", 0, None)
     before = longterm.store.list_cards(user_id, CardFilter(include_superseded=True))
 
     mem.end_session(user_id=user_id, session_id="s1")  # queued again: the job's retry

@@ -410,7 +410,7 @@ def test_a_consolidation_job_archives_what_it_folds_once(
     count = len(mem.search(user_id=user_id, query="zebra", k=500))
 
     # A retried job (the same work again) adds nothing.
-    mem._parts.longterm.archive(user_id, "s1", 0, summary.boundary_seq)  # type: ignore[union-attr]
+    mem._parts.longterm.archiver.archive(user_id, "s1", 0, summary.boundary_seq)  # type: ignore[union-attr]
 
     assert len(mem.search(user_id=user_id, query="zebra", k=500)) == count
     assert any("zebra1." in h.card.text for h in mem.search(user_id=user_id, query="zebra1", k=3))

@@ -125,7 +125,10 @@ def record_exchange(memory: Memory, user_id: str, session_id: str) -> None:
         {"role": "user", "content": line(seq)},
         {"role": "assistant", "content": line(seq + 1)},
     ]
-    batch = [memory._parts.new_message(i, *parse_input(i, data)) for i, data in enumerate(messages)]
+    batch = [
+        memory._parts.writer.new_message(i, *parse_input(i, data))
+        for i, data in enumerate(messages)
+    ]
     memory._parts.writer.record(user_id, session_id, batch)
 
 
