@@ -295,10 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     rng = random.Random(1)
     given = GivenVector()
-    uncached = CardStore(
-        database, model=MINILM_NAME, dimension=MINILM_DIMENSION, vector_cache_bytes=0
-    )
-    indexes = {"hybrid": CardIndex(store, given), "sql": CardIndex(uncached, given)}
+    indexes = {
+        "hybrid": CardIndex(store, given),
+        "sql": CardIndex(store, given, vector_cache_bytes=0),
+    }
     print(
         f"{'cards/user':>10} {'method':>8} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9}"
         f" {'steal%':>6}",

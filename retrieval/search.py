@@ -10,7 +10,9 @@ from retrieval.embedder import Embedder
 from retrieval.errors import EmbedderMismatchError
 from retrieval.fusion import weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
+from retrieval.ranking import CardRanking
 from retrieval.recipe import SearchConfig, search_config_for
+from retrieval.vectors import DEFAULT_VECTOR_CACHE_BYTES
 from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
 
 __all__ = [
@@ -109,6 +111,7 @@ class CardIndex:
         *,
         config: SearchConfig | None = None,
         near_duplicate: float = NEAR_DUPLICATE_SIMILARITY,
+        vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
     ) -> None:
         """Combine a card store with the embedder its vectors come from.
 
@@ -119,6 +122,8 @@ class CardIndex:
                 ``None``: the embedder's default (``search_config_for``).
             near_duplicate: The cosine similarity from which a new card merges into an
                 existing one (above 1 turns merging off).
+            vector_cache_bytes: The most memory the search may take to keep users' current
+                card vectors (``retrieval.vectors``); 0 keeps none, every search scans in SQL.
 
         Raises:
             EmbedderMismatchError: The store was opened for another model or dimension.
@@ -133,6 +138,12 @@ class CardIndex:
         self.config = config or search_config_for(embedder)
         self._weights = (1.0, self.config.keyword_weight)
         self._near_duplicate = near_duplicate
+        self._ranking = CardRanking(store, vector_cache_bytes=vector_cache_bytes)
+
+    @property
+    def ranking(self) -> CardRanking:
+        """The candidates' ranking, with the users' vectors held in this process."""
+        return self._ranking
 
     @property
     def store(self) -> CardStore:
@@ -248,9 +259,9 @@ class CardIndex:
         k, where, during, min_score = request.k, request.where, request.during, request.min_score
         if k <= 0:
             return []
-        # The vector is asked for only when the store needs it: a prefetching embedder may
-        # still be embedding the query while the store's statement runs.
-        found = self._store.candidates(
+        # The vector is asked for only when it is needed: a prefetching embedder may still be
+        # embedding the query while the store's statement runs.
+        found = self._ranking.candidates(
             user_id, lambda: self._embedder.embed([query])[0], self.terms(query),
             limit=max(self.config.candidates, 5 * k), where=where, during=during,
         )  # fmt: skip
@@ -306,29 +317,6 @@ class CardIndex:
                 if len(chosen) == k:
                     return chosen
         return chosen
-
-    def similar(
-        self, user_id: str, text: str, *, threshold: float, limit: int = 5
-    ) -> list[ScoredCard]:
-        """Return the user's current cards whose cosine similarity to ``text`` is >= threshold.
-
-        The de-duplication helper: a new card with a near-duplicate should merge into it.
-
-        Returns:
-            The near-duplicates, most similar first; ``score`` and ``similarity`` are the cosine.
-        """
-        [vector] = self._embedder.embed([text])
-        matches = [
-            m
-            for m in self._store.search_vector(user_id, vector, limit=limit)
-            if m.score >= threshold
-        ]
-        cards = {c.id: c for c in self._store.get_many(user_id, [m.card_id for m in matches])}
-        return [
-            ScoredCard(card=cards[m.card_id], score=m.score, similarity=m.score, keyword_score=0.0)
-            for m in matches
-            if m.card_id in cards
-        ]
 
 
 def _mergeable(card: NewCard) -> bool:

@@ -1,10 +1,9 @@
-"""The searches of ``CardStore``: by vector (exact scan or HNSW), by BM25 keywords, and the
-candidates of a hybrid search in one statement (``storage.card_search``), with each user's
-current vectors held in this process where that is exact (``storage.card_vectors``)."""
+"""The searches of ``CardStore``: by vector (exact scan or HNSW), the candidates of a hybrid
+search in one statement (``storage.card_search``), and a user's current vectors for a caller
+that ranks them itself (``storage.card_vectors``). Persistence only: the ranking of held
+vectors and the fusion are ``retrieval``'s."""
 
-import functools
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -14,7 +13,7 @@ from sqlalchemy import text
 from storage.card_records import CardFilter, CardMatch, filter_sql
 from storage.card_rows import unit_vector, vector_literal
 from storage.card_search import Candidates, candidate_sql
-from storage.card_vectors import CardVectors, UserVectors
+from storage.card_vectors import CurrentVectors, current_vectors
 from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
 
@@ -34,20 +33,12 @@ _EF_SEARCH = 400
 
 _NO_FILTER = CardFilter()
 
-# How many users past the exact scan's size a store remembers as such.
-_INDEXED_USERS_KEPT = 1_024
-
 
 class CardQueries:
     """``CardStore``'s searching half; every method is scoped by ``user_id``."""
 
     _database: Database
-    _vectors: CardVectors | None
-    #: The store's threads, for the vector ranking that runs while the statement runs.
-    _ahead: ThreadPoolExecutor
-    #: The users whose last search found more cards than the exact scan takes: the next
-    #: search of one starts the index's ranking before the statement.
-    _indexed_users: dict[str, None]
+    dimension: int
 
     def count(self, user_id: str) -> int:
         """Return how many cards the user has, superseded ones included."""
@@ -77,10 +68,7 @@ class CardQueries:
 
         Args:
             user_id: The owner.
-            embedding: The query vector (scaled to unit length here), or a function that
-                returns it, called only once the vector is needed: with the user's vectors
-                held and no time window the statement needs none, so it runs while the
-                caller's embedder (on another thread) finishes.
+            embedding: The query vector (scaled to unit length here).
             limit: How many cards at most.
             where: Filters.
             method: ``auto``, ``exact`` or ``index``.
@@ -121,63 +109,50 @@ class CardQueries:
     def candidates(
         self,
         user_id: str,
-        embedding: Sequence[float] | Callable[[], Sequence[float]],
+        query: Sequence[float] | None,
         terms: Iterable[str],
         *,
         limit: int,
         where: CardFilter = _NO_FILTER,
         during: tuple[datetime, datetime] | None = None,
+        held: bool = False,
     ) -> Candidates:
-        """Return the candidates of a hybrid search: the rankings ``search_vector`` and
-        ``search_keywords`` give, the nearest cards of a time window, and every similarity.
+        """Return the candidates of a hybrid search in one statement: the vector ranking
+        ``search_vector`` gives (exact scan), the keyword ranking (Okapi BM25 over the user's
+        own statistics), the nearest cards of a time window, and every similarity.
 
-        One statement for a user with at most ``EXACT_SCAN_MAX_CARDS`` cards (the request
-        path's common case); a bigger user's vector ranking walks the HNSW index in a second
-        one, with ``search_vector``'s fallback, so no ranking is ever cut short by the index.
-        Without filters, the vector ranking of such a user comes from the user's current
-        vectors held in this process (``storage.card_vectors``) when the statement finds
-        them at the user's version; otherwise the statement runs the exact scan and the
-        vectors are loaded afterwards, for the next search.
+        The statement leaves out the vector ranking of a user with more than
+        ``EXACT_SCAN_MAX_CARDS`` cards (``dense`` is empty, ``cards`` says why: the caller
+        ranks them by ``search_vector(method="index")``), and, with ``held``, every vector
+        work but the time window's: the caller ranks the user's current vectors it holds
+        (``current_vectors``) and checks that they are at the ``version`` returned.
 
         Args:
             user_id: The owner.
-            embedding: The query vector (scaled to unit length here), or a function that
-                returns it, called only once the vector is needed: with the user's vectors
-                held and no time window the statement needs none, so it runs while the
-                caller's embedder (on another thread) finishes.
+            query: The query vector (scaled to unit length here); may be None only with
+                ``held`` and no ``during``.
             terms: The query's keyword terms (repeats are ignored).
             limit: How many candidates each ranking contributes at most.
             where: Filters, applied inside every ranking.
             during: A half-open time window: the ``timed`` ranking holds the user's cards
                 said (``observed_at``) or happening (``occurred_at``) in it, nearest first.
+            held: The caller holds the user's current vectors: no ``dense`` ranking, and no
+                similarity of the keyword ranking's cards.
 
         Returns:
-            The rankings, best first, and the cosine similarity of every candidate.
+            The rankings, best first, the cosine similarity of every candidate scored in
+            SQL, the user's card count and version.
         """
+        if query is None and (not held or during is not None):
+            raise ValueError("the query vector is needed unless held and without a time window")
         wanted = sorted(set(terms))
-        query = _unit_vector_when_needed(embedding)
-        # Only the default search (current cards, no other filter) can use the in-memory
-        # vectors: they are exactly the user's current cards.
-        vectors = self._vectors if where == _NO_FILTER else None
-        held = vectors.get(user_id) if vectors is not None else None
-        # With held vectors only the time window's ranking needs the query in SQL.
-        in_sql = vector_literal(query()) if held is None or during is not None else None
-        # The vector ranking that does not come from the statement runs on the store's thread
-        # while the statement runs (waiting for the query's embedding, numpy and a second
-        # connection all release the interpreter's lock): from the held vectors, or by the
-        # HNSW index for a user whose last search found too many cards for the exact scan.
-        ahead: Future[list[CardMatch]] | None = None
-        if held is not None:
-            ahead = self._ahead.submit(lambda: held.nearest(query(), limit))
-        elif user_id in self._indexed_users:
-            ahead = self._ahead.submit(self._index_ranking, user_id, query(), limit, where)
         sql, params = candidate_sql(where, dense=True, keywords=bool(wanted), during=during)
         params.update(
             user_id=user_id,
-            query=in_sql,
+            query=None if query is None else vector_literal(unit_vector(query)),
             limit=limit,
             exact_max=EXACT_SCAN_MAX_CARDS,
-            held=held is not None,
+            held=held,
             terms=wanted,
             k1=BM25_K1,
             b=BM25_B,
@@ -196,75 +171,23 @@ class CardQueries:
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
                 window = found.scored
-        if held is not None and ahead is not None:
-            return self._with_held(user_id, query, limit, found, held, ahead)
-        if vectors is not None and 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
-            # Answered by the exact scan in SQL: the next search of this user need not be.
-            # Users past the exact scan's size keep the HNSW index instead (a matrix of
-            # 100,000 cards measured no faster than the index, took 154 MB and 3 s to load).
-            vectors.refresh(user_id)
-        similarity = found.similarity
-        if found.cards > EXACT_SCAN_MAX_CARDS:
-            if len(self._indexed_users) >= _INDEXED_USERS_KEPT:
-                self._indexed_users.clear()  # a hint only; each step is atomic, no lock
-            self._indexed_users[user_id] = None
-            if ahead is not None:
-                dense = ahead.result()
-            else:
-                dense = self._index_ranking(user_id, query(), limit, where)
-            similarity = {**similarity, **{m.card_id: m.score for m in dense}}
-            return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
-        self._indexed_users.pop(user_id, None)
-        return Candidates(found.dense, found.keyword, found.timed, similarity, found.cards)
+        return Candidates(
+            found.dense, found.keyword, found.timed, found.similarity, found.cards, found.version
+        )
 
-    def _index_ranking(
-        self, user_id: str, query: Sequence[float], limit: int, where: CardFilter
-    ) -> list[CardMatch]:
-        """The vector ranking of a user past the exact scan's size, by the HNSW index."""
-        return self.search_vector(user_id, query, limit=limit, where=where, method="index")
+    def current_vectors(
+        self, user_id: str, *, known: Sequence[int] | None, max_cards: int
+    ) -> CurrentVectors | None:
+        """The user's current card vectors at the user's version, read in one snapshot:
+        only those of the cards not in ``known`` (a card's vector never changes).
 
-    def _with_held(
-        self,
-        user_id: str,
-        query: Callable[[], list[float]],
-        limit: int,
-        found: "_Found",
-        held: UserVectors,
-        ahead: Future[list[CardMatch]],
-    ) -> Candidates:
-        """Complete a statement run without vector work from the user's held vectors, whose
-        ranking ``ahead`` computed while it ran.
-
-        When a write moved the user's version since they were loaded, only what changed is
-        loaded first and the ranking computed again (a write after the statement may be in
-        them then, as it would be in a second statement). When the user has no card left,
-        outgrew what is held, or no longer fits, the vector work is done in SQL after all.
+        Returns:
+            The version, every current card's id and the new cards' vectors, or None when
+            the user has no cards or more than ``max_cards``.
         """
-        assert self._vectors is not None  # held vectors come from there
-        dense = ahead.result()
-        if held.version != found.version or found.cards > EXACT_SCAN_MAX_CARDS:
-            fresh = None
-            if 0 < found.cards <= EXACT_SCAN_MAX_CARDS:
-                fresh = self._vectors.refresh(user_id)
-            else:
-                self._vectors.drop(user_id)
-            if fresh is None:
-                dense = self.search_vector(user_id, query(), limit=limit)
-                keyword = [m.card_id for m in found.keyword]
-                similarity = {
-                    **self.similarities(user_id, query(), keyword),
-                    **found.similarity,
-                    **{m.card_id: m.score for m in dense},
-                }
-                return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
-            held = fresh
-            dense = held.nearest(query(), limit)
-        similarity = {
-            **held.similarities(query(), [m.card_id for m in found.keyword]),
-            **found.similarity,
-            **{m.card_id: m.score for m in dense},
-        }
-        return Candidates(dense, found.keyword, found.timed, similarity, found.cards)
+        return current_vectors(
+            self._database, self.dimension, user_id, known=known, max_cards=max_cards
+        )
 
     def similarities(
         self, user_id: str, embedding: Sequence[float], card_ids: Sequence[int]
@@ -286,81 +209,10 @@ class CardQueries:
             ).all()
         return {row.id: float(row.score) for row in rows}
 
-    def search_keywords(
-        self,
-        user_id: str,
-        terms: Iterable[str],
-        *,
-        limit: int,
-        where: CardFilter = _NO_FILTER,
-    ) -> list[CardMatch]:
-        """Return the user's cards ranked by Okapi BM25 over the given terms, best first.
-
-        Document frequencies, the number of cards and the average card length are the user's
-        own (all of the user's cards, superseded ones included), so one user's cards never
-        change another's scores. Only cards holding at least one term are returned.
-
-        Args:
-            user_id: The owner.
-            terms: The query's terms (repeats are ignored).
-            limit: How many cards at most.
-            where: Filters.
-
-        Returns:
-            Matches whose score is the BM25 score.
-        """
-        wanted = sorted(set(terms))
-        if not wanted:
-            return []
-        clause, params = filter_sql(where, alias="c")
-        params.update(user_id=user_id, terms=wanted, limit=limit, k1=BM25_K1, b=BM25_B)
-        # Scored from card_terms alone (an index-only scan); only the best ``window`` are
-        # joined to cards for the filters, and the window grows when the filters drop so
-        # many that fewer than ``limit`` are left while more scored cards exist.
-        sql = f"""
-            WITH stats AS (
-                SELECT cards::float8 AS n, keyword_length::float8 / greatest(cards, 1) AS avgdl
-                FROM card_stats WHERE user_id = :user_id
-            ),
-            matches AS MATERIALIZED (
-                SELECT term, card_id, frequency, keyword_length FROM card_terms
-                WHERE user_id = :user_id AND term = ANY(CAST(:terms AS text[]))
-            ),
-            df AS (SELECT term, count(*)::float8 AS df FROM matches GROUP BY term),
-            scored AS MATERIALIZED (
-                SELECT m.card_id, sum(
-                    ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * m.frequency * (:k1 + 1)
-                    / (m.frequency + :k1 * (1 - :b + :b * m.keyword_length / s.avgdl))
-                ) AS score
-                FROM matches AS m JOIN df USING (term) CROSS JOIN stats AS s
-                GROUP BY m.card_id
-            ),
-            top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)
-            SELECT c.id, top.score, (SELECT count(*) FROM scored) AS scored
-            FROM top JOIN cards AS c ON c.user_id = :user_id AND c.id = top.card_id
-            WHERE true{clause}
-            ORDER BY top.score DESC, c.id
-            LIMIT :limit
-        """
-        window = 4 * limit
-        with self._database.reading() as connection:
-            while True:
-                params["window"] = window
-                rows = connection.execute(text(sql), params).all()
-                if len(rows) >= limit:
-                    break
-                # How many cards matched at all (the user's count bounds it when none passed).
-                matched = rows[0].scored if rows else self.count(user_id)
-                if window >= matched:
-                    break
-                window *= 4
-        return [CardMatch(card_id=row.id, score=float(row.score)) for row in rows]
-
 
 @dataclass(frozen=True, slots=True)
 class _Found(Candidates):
     scored: int = 0
-    version: int | None = None
 
 
 def _candidates(rows: Sequence[tuple[Any, ...]]) -> _Found:
@@ -382,16 +234,4 @@ def _candidates(rows: Sequence[tuple[Any, ...]]) -> _Found:
     dense, keyword, timed = (
         [m for _, m in sorted(rankings[r], key=lambda item: item[0])] for r in ("d", "k", "t")
     )
-    return _Found(dense, keyword, timed, similarity, cards, scored, version)
-
-
-def _unit_vector_when_needed(
-    embedding: Sequence[float] | Callable[[], Sequence[float]],
-) -> Callable[[], list[float]]:
-    """The query vector at unit length, computed (or waited for) on first use, once."""
-
-    @functools.cache
-    def vector() -> list[float]:
-        return unit_vector(embedding() if callable(embedding) else embedding)
-
-    return vector
+    return _Found(dense, keyword, timed, similarity, cards, version=version, scored=scored)

@@ -25,6 +25,8 @@ class Candidates:
         timed: Nearest cards said or happening in the query's time window (score: similarity).
         similarity: The cosine similarity of every candidate of the three rankings.
         cards: How many cards the user has (superseded ones included).
+        version: The user's card version the statement saw (``card_stats.version``): the
+            vectors a caller holds rank exactly these cards when theirs is the same.
     """
 
     dense: list[CardMatch] = field(default_factory=list)
@@ -32,6 +34,7 @@ class Candidates:
     timed: list[CardMatch] = field(default_factory=list)
     similarity: dict[int, float] = field(default_factory=dict)
     cards: int = 0
+    version: int | None = None
 
 
 def during_sql(alias: str = "") -> str:

@@ -5,7 +5,6 @@ vector and the keyword terms of each card, and the same for queries.
 """
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -28,7 +27,7 @@ from storage.card_records import (
 )
 from storage.card_rows import CARD_COLUMNS, card_of
 from storage.card_search import Candidates
-from storage.card_vectors import DEFAULT_VECTOR_CACHE_BYTES, CardVectors
+from storage.card_vectors import CurrentVectors
 from storage.card_writes import CardWrites
 from storage.driver import driver_autocommit
 from storage.engine import Database
@@ -49,6 +48,7 @@ __all__ = [
     "CardMatch",
     "CardStore",
     "CardType",
+    "CurrentVectors",
     "EmbeddingModelMismatchError",
     "NewCard",
     "content_hash",
@@ -91,7 +91,6 @@ class CardStore(CardWrites, CardQueries):
         *,
         model: str,
         dimension: int,
-        vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
     ) -> None:
         """Open the card store, recording the embedding model on first use.
 
@@ -99,9 +98,6 @@ class CardStore(CardWrites, CardQueries):
             database: The database to use.
             model: The name of the embedding model whose vectors are stored.
             dimension: Its dimension; must be ``EMBEDDING_DIM``.
-            vector_cache_bytes: The most memory this store may take to keep users' current
-                card vectors for ``candidates`` (``storage.card_vectors``); 0 keeps none, and
-                every search scans in SQL.
 
         Raises:
             EmbeddingModelMismatchError: The database holds vectors of another model or size.
@@ -112,15 +108,6 @@ class CardStore(CardWrites, CardQueries):
                 f"(vector({EMBEDDING_DIM})): use a {EMBEDDING_DIM}-dimensional model"
             )
         self._database = database
-        # Threads up to the executor's default (cores + 4), started as needed: the searches of
-        # a server's request threads do not queue behind one another's vector ranking.
-        self._ahead = ThreadPoolExecutor(thread_name_prefix="stratamem-cards")
-        self._indexed_users: dict[str, None] = {}
-        self._vectors = (
-            CardVectors(database, dimension, max_bytes=vector_cache_bytes)
-            if vector_cache_bytes > 0
-            else None
-        )
         with database.transaction() as session:
             session.execute(
                 text(

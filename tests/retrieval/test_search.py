@@ -155,15 +155,6 @@ def test_cards_whose_sources_are_covered_are_skipped(index: CardIndex, user_id: 
     assert [s.card.id for s in diverse] == [s.card.id for s in every[:2]]
 
 
-def test_similar_finds_near_duplicates(index: CardIndex, user_id: str) -> None:
-    index.add(user_id, [fact(text) for text in FACTS])
-
-    [twin] = index.similar(user_id, "My daughter's name is Emma.", threshold=0.8)
-
-    assert twin.card.text == "My daughter is called Emma."
-    assert index.similar(user_id, "The stock market fell.", threshold=0.8) == []
-
-
 def test_an_embedder_other_than_the_stores_is_refused(index: CardIndex) -> None:
     with pytest.raises(EmbedderMismatchError, match="hashing"):
         CardIndex(index.store, HashingEmbedder())

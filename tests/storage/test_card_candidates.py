@@ -1,4 +1,5 @@
-"""Tests of ``CardStore.candidates``: the rankings of a hybrid search in one statement."""
+"""Tests of ``CardStore.candidates``: the rankings of a hybrid search in one statement, and of
+``CardRanking.candidates`` for a user the HNSW index ranks."""
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -7,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from card_samples import MODEL, new_card, unit_vector
+from keyword_reference import search_keywords
 from wire_trace import wire_trace
 
 import storage.card_queries
+from retrieval.ranking import CardRanking
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
 from storage.card_search import Candidates
 
@@ -39,7 +42,7 @@ def fill(store: CardStore, user_id: str) -> None:
     "where", [CardFilter(), CardFilter(types=("fact",)), CardFilter(since=DAY - timedelta(days=5))]
 )
 def test_the_rankings_are_those_of_the_separate_searches(
-    store: CardStore, user_id: str, where: CardFilter
+    store: CardStore, database: Database, user_id: str, where: CardFilter
 ) -> None:
     fill(store, user_id)
     query = unit_vector("a query")
@@ -47,7 +50,7 @@ def test_the_rankings_are_those_of_the_separate_searches(
     found = store.candidates(user_id, query, ["tea", "garden"], limit=6, where=where)
 
     dense = store.search_vector(user_id, query, limit=6, where=where, method="exact")
-    keyword = store.search_keywords(user_id, ["tea", "garden"], limit=6, where=where)
+    keyword = search_keywords(database, user_id, ["tea", "garden"], limit=6, where=where)
     assert [m.card_id for m in found.dense] == [m.card_id for m in dense]
     assert [m.card_id for m in found.keyword] == [m.card_id for m in keyword]
     assert [m.score for m in found.keyword] == pytest.approx([m.score for m in keyword])
@@ -122,13 +125,14 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
     store: CardStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(store, user_id)
+    ranking = CardRanking(store)
     query = unit_vector("another query")
-    exact = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+    exact = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
 
     monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)
-    indexed = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+    indexed = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
     # Known as big now: its index ranking runs while the statement runs, the same cards.
-    ahead = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+    ahead = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
 
     for found in (indexed, ahead):
         assert [m.card_id for m in found.dense] == [m.card_id for m in exact.dense]
@@ -139,7 +143,7 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
     assert ahead == indexed
     # Back under the exact scan's size: the statement's own ranking again.
     monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 10_000)
-    small = store.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
+    small = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
     assert [m.card_id for m in small.dense] == [m.card_id for m in exact.dense]
 
 
@@ -147,10 +151,11 @@ def test_searches_from_many_threads_at_once_get_what_one_at_a_time_gets(
     store: CardStore, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(store, user_id)
+    ranking = CardRanking(store)
     queries = [unit_vector(f"query {i}") for i in range(16)]
 
     def search(query: list[float]) -> Candidates:
-        return store.candidates(user_id, query, ["tea"], limit=8)
+        return ranking.candidates(user_id, query, ["tea"], limit=8)
 
     monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)  # the HNSW index
     big_alone = [search(q) for q in queries]
@@ -164,3 +169,18 @@ def test_searches_from_many_threads_at_once_get_what_one_at_a_time_gets(
 
     assert big_together == big_alone
     assert together == alone
+
+
+def test_held_leaves_the_vector_work_to_the_caller(store: CardStore, user_id: str) -> None:
+    fill(store, user_id)
+
+    found = store.candidates(user_id, None, ["tea"], limit=5, held=True)
+
+    full = store.candidates(user_id, unit_vector("q"), ["tea"], limit=5)
+    assert found.dense == [] and found.similarity == {}
+    assert found.keyword == full.keyword and found.version == full.version is not None
+    with pytest.raises(ValueError, match="query vector"):
+        store.candidates(user_id, None, ["tea"], limit=5)
+    with pytest.raises(ValueError, match="query vector"):
+        store.candidates(user_id, None, ["tea"], limit=5, held=True, during=WEEK)
+    assert store.count(user_id) == 14  # a refused search changes nothing

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from card_samples import MODEL, new_card, unit_vector
+from keyword_reference import search_keywords
 from sqlalchemy import text
 
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
@@ -79,24 +80,26 @@ def many_cards(store: CardStore, user_id: str, count: int = 120) -> None:
 
 @pytest.mark.parametrize("where", [CardFilter(), CardFilter(types=("fact",))])
 def test_leaving_the_common_term_out_keeps_the_full_ranking(
-    store: CardStore, user_id: str, where: CardFilter
+    store: CardStore, database: Database, user_id: str, where: CardFilter
 ) -> None:
     many_cards(store, user_id)
     terms = ["turn", "berlin", "deploy"]
 
     found = store.candidates(user_id, unit_vector("q"), terms, limit=5, where=where)
 
-    full = store.search_keywords(user_id, terms, limit=5, where=where)
+    full = search_keywords(database, user_id, terms, limit=5, where=where)
     assert [m.card_id for m in found.keyword] == [m.card_id for m in full]
     assert [m.score for m in found.keyword] == pytest.approx([m.score for m in full])
 
 
-def test_only_common_terms_still_rank_every_card(store: CardStore, user_id: str) -> None:
+def test_only_common_terms_still_rank_every_card(
+    store: CardStore, database: Database, user_id: str
+) -> None:
     many_cards(store, user_id)
 
     found = store.candidates(user_id, unit_vector("q"), ["turn"], limit=5)
 
-    full = store.search_keywords(user_id, ["turn"], limit=5)
+    full = search_keywords(database, user_id, ["turn"], limit=5)
     assert [m.card_id for m in found.keyword] == [m.card_id for m in full]
     assert [m.score for m in found.keyword] == pytest.approx([m.score for m in full])
 

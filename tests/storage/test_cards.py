@@ -24,14 +24,28 @@ from storage import (
     MessageStore,
     StorageError,
 )
+from storage.cards import CardMatch
 
 CHILD = Path(__file__).with_name("cards_child.py")
 DAY = datetime(2025, 5, 8, tzinfo=UTC)
+EVERY_CURRENT_CARD = CardFilter()
 
 
 @pytest.fixture
 def store(database: Database) -> CardStore:
     return CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
+
+
+def keyword_ranking(
+    store: CardStore,
+    user_id: str,
+    terms: list[str],
+    *,
+    limit: int,
+    where: CardFilter = EVERY_CURRENT_CARD,
+) -> list[CardMatch]:
+    """The keyword ranking of a hybrid search's candidates."""
+    return store.candidates(user_id, unit_vector("q"), terms, limit=limit, where=where).keyword
 
 
 @pytest.fixture
@@ -129,10 +143,10 @@ def test_supersede_keeps_the_old_card_out_of_search_by_default(
 
     assert closed.superseded_by == new.id and closed.valid_to is not None
     assert [c.id for c in store.list_cards(user_id)] == [new.id]
-    assert [m.card_id for m in store.search_keywords(user_id, ["lives"], limit=5)] == [new.id]
+    assert [m.card_id for m in keyword_ranking(store, user_id, ["lives"], limit=5)] == [new.id]
     everything = CardFilter(include_superseded=True)
     assert {
-        m.card_id for m in store.search_keywords(user_id, ["lives"], limit=5, where=everything)
+        m.card_id for m in keyword_ranking(store, user_id, ["lives"], limit=5, where=everything)
     } == {
         old.id,
         new.id,
@@ -178,7 +192,7 @@ def test_delete_by_card_session_and_user(store: CardStore, user_id: str) -> None
     assert store.get(user_id, a.id).superseded_by is None  # type: ignore[union-attr]
     assert store.delete(user_id, session_id="s1") == 2
     assert store.count(user_id) == 0
-    assert store.search_keywords(user_id, ["beta"], limit=5) == []
+    assert keyword_ranking(store, user_id, ["beta"], limit=5) == []
     store.add(user_id, [new_card("delta four")])
     assert store.delete(user_id) == 1
     assert store.list_cards(user_id, CardFilter(include_superseded=True)) == []
@@ -191,7 +205,7 @@ def test_keyword_search_ranks_by_bm25_within_the_user(store: CardStore, user_id:
     )
     store.add("other-" + uuid.uuid4().hex, [new_card("postgres postgres postgres")])
 
-    matches = store.search_keywords(user_id, ["postgres", "database"], limit=10)
+    matches = keyword_ranking(store, user_id, ["postgres", "database"], limit=10)
 
     assert [m.card_id for m in matches] == [rare.id, common.id]
     assert matches[0].score > matches[1].score > 0
@@ -206,10 +220,12 @@ def test_keyword_search_fills_k_when_filters_drop_the_best_matches(
     for card in closed:
         store.supersede(user_id, card.id, kept.id)
 
-    matches = store.search_keywords(user_id, ["tea"], limit=2)
+    matches = keyword_ranking(store, user_id, ["tea"], limit=2)
 
     assert [m.card_id for m in matches] == [kept.id]
-    assert store.search_keywords(user_id, ["tea"], limit=2, where=CardFilter(types=("task",))) == []
+    assert (
+        keyword_ranking(store, user_id, ["tea"], limit=2, where=CardFilter(types=("task",))) == []
+    )
 
 
 @pytest.mark.slow
