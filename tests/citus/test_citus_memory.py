@@ -14,14 +14,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from placements import WRITTEN, placements
 
 from memory import Memory, Settings
 from storage import Database, JobQueue, SessionErasedError
 
 REPO = Path(__file__).resolve().parents[2]
-# Every per-user table that the workload below writes.
-WRITTEN = ("sessions", "messages", "cards", "card_terms", "card_stats", "request_reports")
 
 
 def _settings(**changes: object) -> Settings:
@@ -36,29 +34,6 @@ def _settings(**changes: object) -> Settings:
 
 def _user() -> str:
     return f"u-{uuid.uuid4()}"
-
-
-def _placements(database: Database, user_id: str) -> dict[str, set[int]]:
-    """The nodes (by group) holding the shard of each table that has rows of the user."""
-    placed: dict[str, set[int]] = {}
-    with database.engine.connect() as connection:
-        for table in WRITTEN:
-            stored = connection.scalar(
-                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": user_id}
-            )
-            if not stored:
-                continue
-            placed[table] = set(
-                connection.scalars(
-                    text(
-                        "SELECT p.groupid FROM pg_dist_placement AS p "
-                        "WHERE p.shardid = get_shard_id_for_distribution_column("
-                        "  CAST(:t AS regclass), CAST(:u AS text))"
-                    ),
-                    {"t": table, "u": user_id},
-                )
-            )
-    return placed
 
 
 def test_record_prepare_search_and_pins_keep_a_user_on_one_node(
@@ -83,7 +58,7 @@ def test_record_prepare_search_and_pins_keep_a_user_on_one_node(
     assert found and all(hit.card.user_id == user for hit in found)
     assert "peanuts" in str(context.messages)
     assert len(mem.history(user_id=user, session_id="s1")) == 8
-    placed = _placements(citus_database, user)
+    placed = placements(citus_database, user)
     assert set(placed) == set(WRITTEN)
     # Co-located: the user's rows of every table are on one node.
     assert len(set().union(*placed.values())) == 1, placed
@@ -117,7 +92,7 @@ def test_a_forget_in_another_process_erases_the_user_everywhere(
             reply_to=context,
         )
     assert mem.pins(user_id=user) == []
-    assert _placements(citus_database, user) == {}
+    assert placements(citus_database, user) == {}
 
 
 def test_the_worker_summarises_and_archives_each_session(citus_database: Database) -> None:
