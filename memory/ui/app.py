@@ -24,7 +24,7 @@ from memory.errors import StratamemError
 from memory.facade import Memory
 from memory.proxy.keys import KeyRing
 from memory.ui.actions import act, confirm_page
-from memory.ui.gate import COOKIE, SESSION_IDLE_S, Gate, Refusal
+from memory.ui.gate import COOKIE, SESSION_IDLE_S, LoginGate, Refusal
 from memory.ui.html import el, url, void
 from memory.ui.layout import Visitor, page
 from memory.ui.pages_memory import card_page, memory_page
@@ -73,7 +73,7 @@ def create_app(
     """
     inspector = Inspector.over(memory)
     keys = KeyRing(ProxyKeyStore(memory.database)) if require_keys else None
-    gate = Gate(keys, bound_host=bound_host)
+    gate = LoginGate(keys, bound_host=bound_host)
 
     def guarded(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -140,7 +140,7 @@ def create_app(
 
 
 def _serve(
-    gate: Gate, inspector: Inspector, handler: Handler, request: Request, form: dict[str, str]
+    gate: LoginGate, inspector: Inspector, handler: Handler, request: Request, form: dict[str, str]
 ) -> Response:
     """Check who asks, then answer with ``handler`` (in a worker thread: it reads the database)."""
     try:
@@ -192,7 +192,7 @@ def _problem(visitor: Visitor, status: int, message: str) -> Response:
     return page("Cannot show this", el("div", message, class_="error"), visitor, status=status)
 
 
-def _login_page(gate: Gate, target: str | None, problem: str | None, status: int) -> Response:
+def _login_page(gate: LoginGate, target: str | None, problem: str | None, status: int) -> Response:
     form = el(
         "form",
         el(
@@ -261,7 +261,7 @@ class _Framed:
     """Every response gets the security headers; a foreign ``Host`` gets a 421; each request
     is logged by method, path, status and milliseconds, never by its query or content."""
 
-    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+    def __init__(self, app: ASGIApp, gate: LoginGate) -> None:
         self._app = app
         self._gate = gate
 

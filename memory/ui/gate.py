@@ -32,7 +32,7 @@ from starlette.requests import Request
 from memory.proxy.keys import Caller, KeyRing, key_hash
 from memory.ui.layout import Visitor
 
-__all__ = ["COOKIE", "SESSION_IDLE_S", "Gate", "Refusal", "is_loopback"]
+__all__ = ["COOKIE", "SESSION_IDLE_S", "LoginGate", "Refusal", "is_loopback"]
 
 #: The cookie that holds a login's session token.
 COOKIE = "stratamem_ui"
@@ -68,7 +68,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Gate:
+class LoginGate:
     """Decides who a request comes from, keeps the logins, makes and checks CSRF tokens.
 
     Args:

@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.embedded.access import write_access_rules
+from storage.embedded.connection_rules import write_access_rules
 from storage.embedded.install import PROGRAM_FOLDERS, content_fingerprint, shared_copy
 
 __all__ = [
@@ -184,7 +184,7 @@ def initdb(data_folder: Path, account: Account) -> None:
     """Create a new database cluster in ``data_folder`` (made 0700, owned by the account).
 
     Its configuration files refuse TCP connections and keep the socket private (see
-    ``storage.embedded.access``), whoever starts the server later and how.
+    ``storage.embedded.connection_rules``), whoever starts the server later and how.
     """
     data_folder.mkdir(mode=0o700, exist_ok=True)
     if account.name is not None:

@@ -15,8 +15,9 @@ whoever connects there, so the socket is the lock:
   account is given no way into the parents of the data folder: every command is started with
   the data folder as its working directory and ``-D /proc/self/cwd``, so no folder's
   permissions are ever changed (pgserver chmods every parent to 0755).
-- The folder's own configuration files say the same (see ``storage.embedded.access``), so a
-  server started by hand on it refuses TCP connections and keeps its socket private too.
+- The folder's own configuration files say the same (see
+  ``storage.embedded.connection_rules``), so a server started by hand on it refuses TCP
+  connections and keeps its socket private too.
 
 When it runs. Every process that opens the folder is recorded (pid and start time) in a file
 next to it; ``release`` removes the caller's record when its last handle closes, and the last
@@ -44,8 +45,8 @@ from pathlib import Path
 import psutil
 from filelock import FileLock
 
-from storage.embedded.access import write_access_rules
 from storage.embedded.clients import Clients
+from storage.embedded.connection_rules import write_access_rules
 from storage.embedded.programs import (
     START_TIMEOUT_SECONDS,
     Account,

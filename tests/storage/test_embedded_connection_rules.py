@@ -13,7 +13,7 @@ from databases import postmaster
 from sqlalchemy import text
 
 from storage import Database
-from storage.embedded.access import ACCESS_RULES, SERVER_SETTINGS, write_access_rules
+from storage.embedded.connection_rules import ACCESS_RULES, SERVER_SETTINGS, write_access_rules
 from storage.embedded.programs import run_program, server_account
 
 #: ``pg_hba.conf`` as ``initdb --auth=trust`` wrote it for older versions (comments left out).
