@@ -75,8 +75,7 @@ class AgentItems:
         if wanted == 0:
             return []
         newest_first: list[Any] = []
-        with self._database.transaction() as session:
-            connection = session.connection()
+        with self._database.transaction() as connection:
             # One snapshot for every batch: a pop or an append in between is not half seen.
             connection.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             for message in _walk_back(connection, user_id, session_id):
@@ -99,8 +98,7 @@ class AgentItems:
             InvalidInputError: An id is not usable.
         """
         _check_ids(user_id, session_id)
-        with self._database.transaction() as session:
-            connection = session.connection()
+        with self._database.transaction() as connection:
             held = connection.execute(
                 text(
                     "SELECT 1 FROM sessions WHERE user_id = :user_id "
@@ -139,11 +137,9 @@ class AgentItems:
             InvalidInputError: An id is not usable.
         """
         _check_ids(user_id, session_id)
-        with self._database.transaction() as session:
+        with self._database.transaction() as connection:
             found = list(
-                _walk_back(
-                    session.connection(), user_id, session_id, before=last_seq + 1, first=first_seq
-                )
+                _walk_back(connection, user_id, session_id, before=last_seq + 1, first=first_seq)
             )
         found.reverse()
         return found

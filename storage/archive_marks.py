@@ -94,9 +94,9 @@ class ArchiveMarks:
         """
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        with self._database.transaction() as session:
-            lock_source(session.connection(), user_id, session_id, through.seq, through.id)
-            stored = session.execute(
+        with self._database.transaction() as connection:
+            lock_source(connection, user_id, session_id, through.seq, through.id)
+            stored = connection.execute(
                 text(
                     "INSERT INTO archive_marks (user_id, session_id, archived_seq) "
                     "VALUES (:user_id, :session_id, :seq) "

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import text
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, text
 
 from storage.engine import Database
 
@@ -86,7 +85,7 @@ def current_vectors(
 
 
 def _vectors(
-    session: Session, dimension: int, user_id: str, card_ids: npt.NDArray[np.int64] | None
+    session: Connection, dimension: int, user_id: str, card_ids: npt.NDArray[np.int64] | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The ids and vectors, by id, of the user's given cards (None: every current one)."""
     if card_ids is not None and len(card_ids) == 0:

@@ -76,7 +76,7 @@ class CardWrites:
         added_terms = 0
         distinct_terms: list[str] = []
         with self._database.transaction() as session:
-            connection = session.connection()
+            connection = session
             # Cards made from messages are stored only while those are (``storage.erasure``).
             lock_sources(connection, user_id, [i for c in cards for i in c.source_message_ids])
             # One lock order for every writer (by hash), so two batches cannot deadlock.
@@ -140,7 +140,7 @@ class CardWrites:
                 {"user_id": user_id, "old_id": old_id, "new_id": new_id},
             ).one_or_none()
             if row is not None:
-                _new_version(session.connection(), user_id)
+                _new_version(session, user_id)
         if row is None:
             raise LookupError(f"user {user_id!r} has no card {old_id} or no card {new_id}")
         return card_of(row)
@@ -166,7 +166,7 @@ class CardWrites:
                 {"valid_from": valid_from, "user_id": user_id, "id": card_id},
             ).one_or_none()
             if row is not None:
-                _new_version(session.connection(), user_id)
+                _new_version(session, user_id)
         if row is None:
             raise LookupError(f"user {user_id!r} has no card {card_id}")
         return card_of(row)
@@ -202,7 +202,7 @@ class CardWrites:
             bindparam("client_ids", type_=ARRAY(Text)),
         )
         with self._database.transaction() as session:
-            lock_sources(session.connection(), user_id, message_ids)
+            lock_sources(session, user_id, message_ids)
             row = session.execute(
                 statement,
                 {
@@ -254,9 +254,7 @@ class CardWrites:
             params["session_id"] = session_id
         with self._database.transaction() as session:
             whole_user = card_id is None and session_id is None
-            deleted, _ = delete_cards(
-                session.connection(), user_id, where, params, whole_user=whole_user
-            )
+            deleted, _ = delete_cards(session, user_id, where, params, whole_user=whole_user)
         return deleted
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from storage.engine import Database
-from storage.errors import StorageError, storage_error
+from storage.errors import storage_error
 
 __all__ = ["driver_autocommit", "driver_sql"]
 
@@ -44,18 +44,14 @@ def driver_autocommit(database: Database) -> Iterator[psycopg.Connection[Any]]:
     engine = database.engine
     try:
         pooled = engine.raw_connection()
-    except PoolTimeoutError as error:
-        raise storage_error(error) from error
-    except psycopg.Error as error:
-        raise _translated(error, database) from error
-    except DBAPIError as error:
+    except (DBAPIError, PoolTimeoutError, psycopg.Error) as error:
         raise storage_error(error) from error
     connection = cast(psycopg.Connection[Any], pooled.driver_connection)
     try:
         connection.autocommit = True
         yield connection
     except psycopg.Error as error:
-        raise _translated(error, database) from error
+        raise storage_error(error) from error
     finally:
         if connection.closed or connection.info.transaction_status != TransactionStatus.IDLE:
             # The server closed it, or a statement was interrupted (KeyboardInterrupt) midway:
@@ -64,16 +60,6 @@ def driver_autocommit(database: Database) -> Iterator[psycopg.Connection[Any]]:
         else:
             connection.autocommit = False
             pooled.close()
-
-
-def _translated(error: psycopg.Error, database: Database) -> StorageError:
-    """The storage error for a psycopg error, as ``storage_error`` translates SQLAlchemy's."""
-    wrapped = DBAPIError.instance(
-        None, None, error, psycopg.Error, hide_parameters=True, dialect=database.engine.dialect
-    )
-    if isinstance(wrapped, DBAPIError):
-        return storage_error(wrapped)
-    return StorageError(f"database error: {type(error).__name__}")  # pragma: no cover
 
 
 def driver_sql(database: Database, statement: str) -> str:

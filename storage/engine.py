@@ -15,7 +15,6 @@ from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.orm import Session, sessionmaker
 
 from storage.embedded import server as embedded
 from storage.errors import DatabaseUnavailableError, describe, shorten, storage_error
@@ -57,7 +56,6 @@ class Database:
         self._data_folder = data_folder
         # True while this handle counts as a user of the embedded server (see ``open``).
         self._holds_server = False
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
         # Reads on the hot path need no BEGIN/COMMIT round trips: each statement is its own
         # snapshot, which is all they need (stored messages never change).
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -137,11 +135,11 @@ class Database:
         return self._data_folder
 
     @contextmanager
-    def transaction(self) -> Iterator[Session]:
-        """Open an ORM session in a transaction, committed on success, rolled back on error.
+    def transaction(self) -> Iterator[Connection]:
+        """Open a connection in a transaction, committed on success, rolled back on error.
 
         Yields:
-            The session; ORM rows loaded from it must not leave the storage package.
+            The connection; run SQL text on it with ``execute`` (docs/design.md, "Storage").
 
         Raises:
             DatabaseUnavailableError: The database could not be reached.
@@ -149,8 +147,8 @@ class Database:
             StorageError: Any other database error.
         """
         try:
-            with self._sessions.begin() as session:
-                yield session
+            with self._engine.begin() as connection:
+                yield connection
         except (DBAPIError, PoolTimeoutError) as error:
             raise storage_error(error) from error
 

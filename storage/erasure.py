@@ -116,8 +116,7 @@ def erase(
         where += " AND session_id = :session_id"
         params["session_id"] = session_id
     counts: dict[str, int] = {}
-    with database.transaction() as session:
-        connection = session.connection()
+    with database.transaction() as connection:
         if card_id is None:
             # The sessions first: a derived write that holds one is stored before this goes
             # on (and is deleted with the rest); one that comes later finds it gone.

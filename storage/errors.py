@@ -31,12 +31,6 @@ type keeps it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sqlalchemy.exc import DBAPIError
-    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
 __all__ = [
     "MAX_MESSAGE_CHARS",
     "DatabaseUnavailableError",
@@ -87,8 +81,10 @@ class SessionErasedError(StorageError, LookupError):
     """
 
 
-def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
-    """Translate a SQLAlchemy error into the storage error a caller can act on.
+def storage_error(error: BaseException) -> StorageError:
+    """Translate a database error into the storage error a caller can act on: the one
+    translation of storage, for errors SQLAlchemy raised and for psycopg's own (the request
+    path runs on the driver: ``storage.driver``).
 
     Only a lost or refused connection is ``DatabaseUnavailableError`` (a caller may retry it);
     data the database rejects is ``InvalidInputError`` (retrying cannot help); anything else is
@@ -96,27 +92,27 @@ def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
     statement's parameters, and at most a few hundred characters.
 
     Args:
-        error: What SQLAlchemy raised.
+        error: What SQLAlchemy (a ``DBAPIError``, a pool timeout) or psycopg raised.
 
     Returns:
         The error to raise (``from error``).
     """
-    # Imported here, not at the top: this module is the error root the pure layers import,
-    # and the translation is only needed once a database error happened.
-    from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError
-    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
     reason = describe(error)
     unavailable = DatabaseUnavailableError(shorten(f"database unavailable: {reason}"))
-    if isinstance(error, PoolTimeoutError | InterfaceError):
+    # SQLAlchemy's wrapper keeps the driver's error as ``orig``; both name their classes as
+    # the DB-API does (PEP 249), so one look at the names serves both, without importing
+    # either here (this module is the error root the pure layers import).
+    driver_error = getattr(error, "orig", None) or error
+    kinds = {kind.__name__ for kind in (*type(error).__mro__, *type(driver_error).__mro__)}
+    if _is_pool_timeout(error) or "InterfaceError" in kinds:
         return unavailable
-    state = getattr(error.orig, "sqlstate", None) or ""
+    state = getattr(driver_error, "sqlstate", None) or ""
     if not state:
         # Raised by the driver before the server said anything: a connection that failed,
         # or data the driver itself refuses to send.
-        if isinstance(error, DataError | IntegrityError):
+        if kinds & {"DataError", "IntegrityError"}:
             return InvalidInputError(shorten(f"the driver rejected the input: {reason}"))
-        if isinstance(error, OperationalError):
+        if "OperationalError" in kinds:
             return unavailable
         return StorageError(shorten(f"database error: {reason}"))
     if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
@@ -126,12 +122,20 @@ def storage_error(error: DBAPIError | PoolTimeoutError) -> StorageError:
     return StorageError(shorten(f"database error ({state}): {reason}"))
 
 
-def describe(error: DBAPIError | PoolTimeoutError) -> str:
+def _is_pool_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is SQLAlchemy's pool timeout (no free connection in time)."""
+    # Imported here, not at the top: see ``storage_error``; by now SQLAlchemy is loaded.
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+    return isinstance(error, PoolTimeoutError)
+
+
+def describe(error: BaseException) -> str:
     """Return the first line of the driver's reason, without the SQL and parameters."""
-    original = getattr(error, "orig", None)
+    original = getattr(error, "orig", None) or error
     diagnostic = getattr(original, "diag", None)
     primary = getattr(diagnostic, "message_primary", None)
-    text = primary or str(original if original is not None else error)
+    text = primary or str(original)
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import text
 
 from storage.card_records import Card
 from storage.card_rows import card_of, qualified
 from storage.engine import Database
 from storage.inputs import check_id
-from storage.messages.reads import MESSAGES, message_of
+from storage.messages.reads import messages_after
 from storage.records import StoredMessage, SummaryRecord
 from storage.summaries import read_summary
 
@@ -75,8 +75,7 @@ def read_user(
     """
     check_id("user_id", user_id)
     params = {"user_id": user_id}
-    with database.transaction() as session:
-        connection = session.connection()
+    with database.transaction() as connection:
         connection.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
         sessions = connection.execute(
             text(
@@ -90,7 +89,7 @@ def read_user(
             yield ExportedSession(
                 session_id=row.session_id,
                 created_at=row.created_at,
-                messages=_messages(connection, user_id, row.session_id),
+                messages=messages_after(connection, user_id, row.session_id, 0),
                 summary=read_summary(connection, user_id, row.session_id),
                 archived_seq=row.archived_seq,
             )
@@ -122,15 +121,6 @@ def read_user(
                 created_at=row.created_at,
                 updated_at=row.updated_at,
             )
-
-
-def _messages(connection: Connection, user_id: str, session_id: str) -> list[StoredMessage]:
-    rows = connection.execute(
-        select(MESSAGES)
-        .where(MESSAGES.c.user_id == user_id, MESSAGES.c.session_id == session_id)
-        .order_by(MESSAGES.c.seq)
-    )
-    return [message_of(row) for row in rows]
 
 
 def _decoded(value: Any) -> Any:

@@ -146,8 +146,7 @@ def store_user(
     """
     check_id("user_id", user_id)
     counts = ImportCounts()
-    with database.transaction() as session:
-        connection = session.connection()
+    with database.transaction() as connection:
         # One import of a user at a time: the emptiness check holds until the commit.
         connection.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 17))"),

@@ -204,8 +204,7 @@ class ItemStore(ItemQueries):
         for where in deletes:
             check_id("user_id", where.user_id)
             check_item_path(where.namespace, where.key)
-        with self._database.transaction() as session:
-            connection = session.connection()
+        with self._database.transaction() as connection:
             lock_namespaces(connection, [*(where for where, _, _ in encoded), *deletes])
             places = {
                 namespace: _place(connection, *namespace)

@@ -1,30 +1,16 @@
 """``JobQueue``: debounced background jobs, claimed with fenced leases by any number of workers."""
 
+import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import (
-    Boolean,
-    ColumnElement,
-    Connection,
-    and_,
-    case,
-    delete,
-    func,
-    literal_column,
-    or_,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Connection, TextClause, text
 from sqlalchemy.exc import IntegrityError
 
 from storage.engine import Database
 from storage.errors import InvalidInputError, StorageError
 from storage.inputs import check_id
-from storage.models import JobRow
 from storage.records import Job
 
 __all__ = ["JobQueue"]
@@ -41,6 +27,72 @@ _PRUNE = {
     )
     for status in ("done", "failed")
 }
+
+# The params arrive as JSON text and are cast on the server. ``status = 'pending'`` is a
+# literal, not a bound parameter: Postgres matches the partial index's predicate by its text,
+# and a prepared statement would hide the value. xmax is 0 only for a row version created by an
+# INSERT: Postgres's way to tell an insert from the update arm of an upsert.
+_ENQUEUE = text(
+    "INSERT INTO jobs (user_id, kind, session_id, run_after, params) "
+    "VALUES (:user_id, :kind, :session_id, now() + CAST(:delay AS interval), "
+    "CAST(:params AS jsonb)) "
+    "ON CONFLICT (user_id, session_id, kind) WHERE status = 'pending' DO UPDATE SET "
+    "run_after = CASE WHEN jobs.attempts > 0 THEN jobs.run_after "
+    "ELSE least(jobs.run_after, now() + CAST(:delay AS interval)) END, "
+    "params = jobs.params || excluded.params, updated_at = now() "
+    "RETURNING xmax = 0"
+)
+
+
+def _claim(of_kinds: str) -> str:
+    return (
+        "UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, "
+        "claimed_by = :worker_id, lease_until = now() + CAST(:lease AS interval), "
+        "updated_at = now() "
+        "FROM (SELECT user_id, id FROM jobs "
+        "WHERE (status = 'pending' AND run_after <= now() "
+        f"OR status = 'running' AND lease_until <= now()){of_kinds} "
+        "ORDER BY run_after, id LIMIT 1 FOR UPDATE SKIP LOCKED) AS next_job "
+        "WHERE jobs.user_id = next_job.user_id AND jobs.id = next_job.id "
+        "RETURNING jobs.id, jobs.kind, jobs.user_id, jobs.session_id, jobs.attempts, jobs.params"
+    )
+
+
+# Of any kind, or of the kinds given.
+_CLAIM = {False: text(_claim("")), True: text(_claim(" AND kind = ANY(CAST(:kinds AS text[]))"))}
+
+_PENDING = {
+    False: text("SELECT count(*) FROM jobs WHERE status = 'pending'"),
+    True: text("SELECT count(*) FROM jobs WHERE status = 'pending' AND kind = :kind"),
+}
+
+# The fence: the job row is still running under the claim (``JobQueue``'s docstring).
+_CLAIMED = (
+    "user_id = :user_id AND id = :id AND status = 'running' "
+    "AND claimed_by = :claimed_by AND attempts = :attempts"
+)
+_RENEW = text(
+    "UPDATE jobs SET lease_until = now() + CAST(:lease AS interval), updated_at = now() "
+    f"WHERE {_CLAIMED}"
+)
+_FINISH = text(
+    "UPDATE jobs SET status = :status, lease_until = NULL, last_error = :last_error, "
+    f"updated_at = now() WHERE {_CLAIMED}"
+)
+_LOCK_CLAIMED = text(f"SELECT id FROM jobs WHERE {_CLAIMED} FOR UPDATE")
+_PENDING_SIBLING = text(
+    "SELECT id, run_after FROM jobs WHERE user_id = :user_id AND session_id = :session_id "
+    "AND kind = :kind AND status = 'pending' FOR UPDATE"
+)
+_DELETE_JOB = text("DELETE FROM jobs WHERE user_id = :user_id AND id = :id")
+# greatest() leaves out a NULL: without a sibling the retry is simply ``delay`` from now.
+_RETRY = text(
+    "UPDATE jobs SET status = 'pending', "
+    "run_after = greatest(now() + CAST(:delay AS interval), "
+    "CAST(:sibling_run_after AS timestamptz)), "
+    "lease_until = NULL, last_error = :last_error, updated_at = now() "
+    "WHERE user_id = :user_id AND id = :id"
+)
 
 
 class JobQueue:
@@ -131,35 +183,15 @@ class JobQueue:
         check_id("kind", kind)
         check_id("user_id", user_id)
         check_id("session_id", session_id)
-        run_after = func.now() + timedelta(seconds=delay_seconds)
-        new_job = insert(JobRow).values(
-            kind=kind,
-            user_id=user_id,
-            session_id=session_id,
-            run_after=run_after,
-            params=dict(params or {}),
-        )
-        with self._database.transaction() as session:
-            created = session.scalar(
-                new_job.on_conflict_do_update(
-                    index_elements=[JobRow.user_id, JobRow.session_id, JobRow.kind],
-                    # A literal, not a bound parameter: Postgres matches the partial index's
-                    # predicate by its text, and a prepared statement would hide the value.
-                    index_where=text("status = 'pending'"),
-                    set_={
-                        "run_after": case(
-                            (JobRow.attempts > 0, JobRow.run_after),
-                            else_=func.least(JobRow.run_after, run_after),
-                        ),
-                        "params": JobRow.params.op("||")(new_job.excluded.params),
-                        "updated_at": func.now(),
-                    },
-                )
-                # xmax is 0 only for a row version created by an INSERT: Postgres's way to
-                # tell an insert from the update arm of an upsert.
-                .returning(literal_column("xmax = 0", Boolean))
-            )
-            return bool(created)
+        values = {
+            "kind": kind,
+            "user_id": user_id,
+            "session_id": session_id,
+            "delay": timedelta(seconds=delay_seconds),
+            "params": json.dumps(dict(params or {})),
+        }
+        with self._database.transaction() as connection:
+            return bool(connection.scalar(_ENQUEUE, values))
 
     def claim(
         self, worker_id: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 300
@@ -183,41 +215,13 @@ class JobQueue:
             InvalidInputError: ``worker_id`` is not a usable id.
         """
         check_id("worker_id", worker_id)
-        due: ColumnElement[bool] = or_(
-            and_(JobRow.status == "pending", JobRow.run_after <= func.now()),
-            and_(JobRow.status == "running", JobRow.lease_until <= func.now()),
-        )
-        if kinds is not None:
-            due = and_(due, JobRow.kind.in_(list(kinds)))
-        next_job = (
-            select(JobRow.user_id, JobRow.id)
-            .where(due)
-            .order_by(JobRow.run_after, JobRow.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .subquery()
-        )
-        with self._database.transaction() as session:
-            row = session.execute(
-                update(JobRow)
-                .where(JobRow.user_id == next_job.c.user_id, JobRow.id == next_job.c.id)
-                .values(
-                    status="running",
-                    attempts=JobRow.attempts + 1,
-                    claimed_by=worker_id,
-                    lease_until=func.now() + timedelta(seconds=lease_seconds),
-                    updated_at=func.now(),
-                )
-                .returning(
-                    JobRow.id,
-                    JobRow.kind,
-                    JobRow.user_id,
-                    JobRow.session_id,
-                    JobRow.attempts,
-                    JobRow.params,
-                )
-                .execution_options(synchronize_session=False)
-            ).one_or_none()
+        values = {
+            "worker_id": worker_id,
+            "lease": timedelta(seconds=lease_seconds),
+            "kinds": None if kinds is None else list(kinds),
+        }
+        with self._database.transaction() as connection:
+            row = connection.execute(_CLAIM[kinds is not None], values).one_or_none()
         if row is None:
             return None
         return Job(
@@ -241,7 +245,7 @@ class JobQueue:
             True when the lease was extended; False when the claim is lost (the job was
             claimed again by another worker after the lease ran out, or is finished).
         """
-        return self._update_claimed(job, lease_until=func.now() + timedelta(seconds=lease_seconds))
+        return self._update_claimed(job, _RENEW, lease=timedelta(seconds=lease_seconds))
 
     def complete(self, job: Job) -> bool:
         """Mark a claimed job done.
@@ -250,7 +254,7 @@ class JobQueue:
             True when the job was marked done; False when the claim is lost (see ``renew``),
             in which case nothing changed.
         """
-        return self._update_claimed(job, status="done", lease_until=None, last_error=None)
+        return self._update_claimed(job, _FINISH, status="done", last_error=None)
 
     def fail(self, job: Job, error: str) -> bool:
         """Record a failed attempt: retry the job after a backoff, or give up on it.
@@ -273,20 +277,17 @@ class JobQueue:
         """
         last_error = _error_text(error)
         if job.attempts >= self.max_attempts:
-            return self._update_claimed(
-                job, status="failed", lease_until=None, last_error=last_error
-            )
-        retry_at = func.now() + self.retry_delay(job.attempts)
-        with self._database.transaction() as session:
-            connection = session.connection()
+            return self._update_claimed(job, _FINISH, status="failed", last_error=last_error)
+        delay = self.retry_delay(job.attempts)
+        with self._database.transaction() as connection:
             if not _lock_claimed(connection, job):
                 return False
             # A sibling enqueued (and committed) after our look turns the update into a
             # unique violation of the one-pending-job index: look again and merge it.
             for _ in range(2):
                 try:
-                    with session.begin_nested():
-                        _retry_merging_sibling(connection, job, retry_at, last_error)
+                    with connection.begin_nested():
+                        _retry_merging_sibling(connection, job, delay, last_error)
                     return True
                 except IntegrityError:
                     continue
@@ -312,80 +313,60 @@ class JobQueue:
         for status, seconds in (("done", done_seconds), ("failed", failed_seconds)):
             while deleted < limit:
                 size = min(batch, limit - deleted)
-                with self._database.transaction() as session:
-                    result = session.execute(_PRUNE[status], {"seconds": seconds, "limit": size})
-                deleted += result.rowcount  # type: ignore[attr-defined]  # a CursorResult
-                if result.rowcount < size:  # type: ignore[attr-defined]
+                with self._database.transaction() as connection:
+                    result = connection.execute(_PRUNE[status], {"seconds": seconds, "limit": size})
+                deleted += result.rowcount
+                if result.rowcount < size:
                     break
         return deleted
 
     def pending(self, kind: str | None = None) -> int:
         """Count the pending jobs (due or not) of every user, of one kind or of all kinds."""
-        query = select(func.count()).select_from(JobRow).where(JobRow.status == "pending")
-        if kind is not None:
-            query = query.where(JobRow.kind == kind)
-        with self._database.transaction() as session:
-            return int(session.scalar(query) or 0)
+        with self._database.transaction() as connection:
+            return int(connection.scalar(_PENDING[kind is not None], {"kind": kind}) or 0)
 
-    def _update_claimed(self, job: Job, **values: object) -> bool:
-        """Apply ``values`` to the job if it is still running under this claim."""
-        with self._database.transaction() as session:
-            result = session.execute(
-                update(JobRow)
-                .where(_claimed(job))
-                .values(updated_at=func.now(), **values)
-                .execution_options(synchronize_session=False)
-            )
-            return bool(result.rowcount)  # type: ignore[attr-defined]  # a CursorResult
+    def _update_claimed(self, job: Job, statement: TextClause, **values: object) -> bool:
+        """Run ``statement`` (``_RENEW``, ``_FINISH``) on the job if it is still running under
+        this claim."""
+        with self._database.transaction() as connection:
+            result = connection.execute(statement, _claim_of(job) | values)
+            return bool(result.rowcount)
 
 
-def _claimed(job: Job) -> ColumnElement[bool]:
-    """The condition that the job row is still running under ``job``'s claim (the fence)."""
-    return and_(
-        JobRow.user_id == job.user_id,
-        JobRow.id == job.id,
-        JobRow.status == "running",
-        JobRow.claimed_by == job.claimed_by,
-        JobRow.attempts == job.attempts,
-    )
+def _claim_of(job: Job) -> dict[str, object]:
+    """The parameters of ``_CLAIMED``: the job's row and its claim (the fence)."""
+    return {
+        "user_id": job.user_id,
+        "id": job.id,
+        "claimed_by": job.claimed_by,
+        "attempts": job.attempts,
+    }
 
 
 def _lock_claimed(connection: Connection, job: Job) -> bool:
     """Lock the job row if it is still running under ``job``'s claim; whether it is."""
-    locked = connection.execute(select(JobRow.id).where(_claimed(job)).with_for_update())
-    return locked.first() is not None
+    return connection.execute(_LOCK_CLAIMED, _claim_of(job)).first() is not None
 
 
 def _retry_merging_sibling(
-    connection: Connection, job: Job, retry_at: ColumnElement[datetime], last_error: str
+    connection: Connection, job: Job, delay: timedelta, last_error: str
 ) -> None:
-    """Make the job pending again at ``retry_at``, absorbing a pending sibling if there is one."""
-    sibling = connection.execute(
-        select(JobRow.id, JobRow.run_after)
-        .where(
-            JobRow.user_id == job.user_id,
-            JobRow.session_id == job.session_id,
-            JobRow.kind == job.kind,
-            JobRow.status == "pending",
-        )
-        .with_for_update()
-    ).first()
+    """Make the job pending again ``delay`` from now, absorbing a pending sibling if there is
+    one (then not before the sibling's time)."""
+    where = {"user_id": job.user_id, "session_id": job.session_id, "kind": job.kind}
+    sibling = connection.execute(_PENDING_SIBLING, where).first()
     if sibling is not None:
         # The sibling only asked for "run again after the new messages": the retry does that.
-        connection.execute(
-            delete(JobRow).where(JobRow.user_id == job.user_id, JobRow.id == sibling.id)
-        )
-        retry_at = func.greatest(retry_at, sibling.run_after)
+        connection.execute(_DELETE_JOB, {"user_id": job.user_id, "id": sibling.id})
     connection.execute(
-        update(JobRow)
-        .where(JobRow.user_id == job.user_id, JobRow.id == job.id)
-        .values(
-            status="pending",
-            run_after=retry_at,
-            lease_until=None,
-            last_error=last_error,
-            updated_at=func.now(),
-        )
+        _RETRY,
+        {
+            "user_id": job.user_id,
+            "id": job.id,
+            "delay": delay,
+            "sibling_run_after": None if sibling is None else sibling.run_after,
+            "last_error": last_error,
+        },
     )
 
 

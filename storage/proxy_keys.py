@@ -70,8 +70,8 @@ class ProxyKeyStore:
             check_id("user_id", user_id)
         if label is not None:
             _check_label(label)
-        with self._database.transaction() as session:
-            row = session.execute(
+        with self._database.transaction() as connection:
+            row = connection.execute(
                 text(
                     "INSERT INTO proxy_keys (key_hash, user_id, admin, label) "
                     "VALUES (:key_hash, :user_id, :admin, :label) "
@@ -118,8 +118,8 @@ class ProxyKeyStore:
         Revoking a revoked key changes nothing and returns it as it is (with its first
         revocation time).
         """
-        with self._database.transaction() as session:
-            row = session.execute(
+        with self._database.transaction() as connection:
+            row = connection.execute(
                 text(
                     # least() passes over a NULL: the first revocation time stays. Not
                     # coalesce: Citus refuses a non-immutable function inside it.

@@ -1,4 +1,4 @@
-"""Frozen pydantic records: what storage hands to its callers instead of ORM rows."""
+"""Frozen pydantic records: what storage hands to its callers instead of database rows."""
 
 from datetime import datetime
 from typing import Any, Literal, Protocol

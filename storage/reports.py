@@ -135,8 +135,7 @@ class ReportStore:
             check_id("session_id", report.session_id)
         sessions = sorted({(report.user_id, report.session_id) for report in reports})
         stored = 0
-        with self._database.transaction() as session:
-            connection = session.connection()
+        with self._database.transaction() as connection:
             _hold_sessions(connection, sessions)
             # After the locks, each statement sees what an erasure that held them first did.
             for report in reports:

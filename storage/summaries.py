@@ -4,20 +4,36 @@ it replaced are kept, the newest few per session (``summary_versions``)."""
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Connection, Row, text
 
 from storage.engine import Database
 from storage.erasure import lock_source
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text
-from storage.models import SummaryRow
 from storage.records import StoredMessage, SummaryKind, SummaryRecord
 
 __all__ = ["KEPT_SUMMARY_VERSIONS", "SummaryStore", "SummaryVersion", "read_summary"]
 
 #: Previous versions of a session's summary kept by default (the newest ones).
 KEPT_SUMMARY_VERSIONS = 20
+
+_COLUMNS = "user_id, session_id, content, kind, boundary_seq, covered, version, updated_at"
+_SESSION = "user_id = :user_id AND session_id = :session_id"
+_READ = text(f"SELECT {_COLUMNS} FROM session_summaries WHERE {_SESSION}")
+_FIRST = text(
+    "INSERT INTO session_summaries "
+    "(user_id, session_id, version, content, kind, boundary_seq, covered) "
+    "VALUES (:user_id, :session_id, 1, :content, :kind, :boundary_seq, :covered) "
+    f"ON CONFLICT (user_id, session_id) DO NOTHING RETURNING {_COLUMNS}"
+)
+# The compare-and-set: only over ``expected_version``, and never back before the boundary
+# (checked again here: the read before it may be stale by the time this runs).
+_NEXT = text(
+    "UPDATE session_summaries SET version = version + 1, updated_at = now(), "
+    "content = :content, kind = :kind, boundary_seq = :boundary_seq, covered = :covered "
+    f"WHERE {_SESSION} AND version = :expected_version AND boundary_seq <= :boundary_seq "
+    f"RETURNING {_COLUMNS}"
+)
 
 
 class SummaryVersion(SummaryRecord):
@@ -96,25 +112,21 @@ class SummaryStore:
         _check_session(user_id, session_id)
         check_text("summary content", content)
         boundary_seq = boundary.seq
-        with self._database.transaction() as session:
-            lock_source(session.connection(), user_id, session_id, boundary.seq, boundary.id)
+        with self._database.transaction() as connection:
+            lock_source(connection, user_id, session_id, boundary.seq, boundary.id)
             values = {
+                "user_id": user_id,
+                "session_id": session_id,
                 "content": content,
                 "kind": kind,
                 "boundary_seq": boundary_seq,
                 "covered": covered,
+                "expected_version": expected_version,
             }
             if expected_version == 0:
-                row = session.scalar(
-                    insert(SummaryRow)
-                    .values(user_id=user_id, session_id=session_id, version=1, **values)
-                    .on_conflict_do_nothing(
-                        index_elements=[SummaryRow.user_id, SummaryRow.session_id]
-                    )
-                    .returning(SummaryRow)
-                )
+                row = connection.execute(_FIRST, values).one_or_none()
                 return None if row is None else _record(row)
-            current = session.get(SummaryRow, (user_id, session_id))
+            current = connection.execute(_READ, values).one_or_none()
             if (
                 current is not None
                 and current.version == expected_version
@@ -124,25 +136,14 @@ class SummaryStore:
                     f"summary boundary cannot go back from {current.boundary_seq} to {boundary_seq}"
                 )
             replaced = None if current is None else _record(current)
-            row = session.scalar(
-                update(SummaryRow)
-                .where(
-                    SummaryRow.user_id == user_id,
-                    SummaryRow.session_id == session_id,
-                    SummaryRow.version == expected_version,
-                    # Checked again here: the read above may be stale by the time this runs.
-                    SummaryRow.boundary_seq <= boundary_seq,
-                )
-                .values(version=SummaryRow.version + 1, updated_at=func.now(), **values)
-                .returning(SummaryRow)
-            )
+            row = connection.execute(_NEXT, values).one_or_none()
             if row is None:
                 return None
             stored = _record(row)
             # The update matched ``expected_version``, and a version's content never changes:
             # the row read above is the one replaced when it has that version.
             if replaced is not None and replaced.version == expected_version:
-                self._keep_replaced(session.connection(), replaced)
+                self._keep_replaced(connection, replaced)
             return stored
 
     def versions(self, user_id: str, session_id: str) -> list[SummaryVersion]:
@@ -195,16 +196,12 @@ def _check_session(user_id: str, session_id: str) -> None:
 
 def read_summary(connection: Connection, user_id: str, session_id: str) -> SummaryRecord | None:
     """The session's summary read on ``connection`` (ids already checked), or None."""
-    summaries = SummaryRow.__table__
-    query = select(summaries).where(
-        summaries.c.user_id == user_id, summaries.c.session_id == session_id
-    )
-    row = connection.execute(query).one_or_none()
+    row = connection.execute(_READ, {"user_id": user_id, "session_id": session_id}).one_or_none()
     return None if row is None else _record(row)
 
 
-def _record(row: SummaryRow | Row[Any]) -> SummaryRecord:
-    """Turn an ORM row, or a row with the same columns, into the record callers see."""
+def _record(row: Row[Any]) -> SummaryRecord:
+    """Turn a row of ``_COLUMNS`` into the record callers see."""
     return SummaryRecord(
         user_id=row.user_id,
         session_id=row.session_id,

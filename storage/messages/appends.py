@@ -6,14 +6,12 @@ the store's methods as the request path's one statement is
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import JSON, Connection, DateTime, Text, any_, bindparam, cast, func, select
-from sqlalchemy import update as sql_update
-from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy import Connection, text
 
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
-from storage.messages.reads import MESSAGES, message_of
-from storage.models import SessionRow
+from storage.messages.reads import MESSAGE_COLUMNS, message_of
+from storage.messages.request_statements import batch_parameters
 from storage.records import NewMessage, StoredMessage
 
 __all__ = [
@@ -25,26 +23,44 @@ __all__ = [
     "open_tail",
 ]
 
-# One statement for any number of rows: SQLAlchemy's "insertmanyvalues" sends it in pages of
-# multi-row VALUES (well below Postgres's 65,535 parameters per statement), all inside the
-# caller's transaction, and returns the rows in parameter order. The documents arrive as JSON
-# text made by ``encode_json`` and are cast on the server, so they are serialised exactly once.
-_INSERT = (
-    insert(MESSAGES)
-    .values(
-        user_id=bindparam("user_id"),
-        session_id=bindparam("session_id"),
-        seq=bindparam("seq"),
-        role=bindparam("role"),
-        payload=cast(bindparam("payload", type_=Text), JSON),
-        tokens=bindparam("tokens"),
-        client_id=bindparam("client_id"),
-        metadata=cast(bindparam("metadata", type_=Text), JSON),
-        created_at=func.coalesce(
-            bindparam("created_at", type_=DateTime(timezone=True)), func.now()
-        ),
-    )
-    .returning(*MESSAGES.c, sort_by_parameter_order=True)
+_SESSION = "user_id = :user_id AND session_id = :session_id"
+_LOCK = text(f"SELECT last_seq FROM sessions WHERE {_SESSION} FOR UPDATE")
+_CREATE = text(
+    "INSERT INTO sessions (user_id, session_id) VALUES (:user_id, :session_id) "
+    "ON CONFLICT (user_id, session_id) DO NOTHING"
+)
+# One statement for any number of rows: one array per column (``batch_parameters``, as the
+# request path's ``APPEND``), so no page of parameters and no limit on their count. The
+# documents arrive as JSON text made by ``encode_json`` and are cast on the server, so they are
+# serialised exactly once.
+_INSERT = text(
+    "INSERT INTO messages "
+    "(user_id, session_id, seq, role, payload, tokens, client_id, metadata, created_at) "
+    "SELECT :user_id, :session_id, :last_seq + b.position, b.role, CAST(b.payload AS json), "
+    "b.tokens, b.client_id, CAST(b.metadata AS json), coalesce(b.created_at, now()) "
+    "FROM unnest(CAST(:roles AS text[]), CAST(:payloads AS text[]), "
+    "CAST(:tokens AS integer[]), CAST(:client_ids AS text[]), CAST(:metadatas AS text[]), "
+    "CAST(:created_ats AS timestamptz[])) "
+    "WITH ORDINALITY AS b(role, payload, tokens, client_id, metadata, created_at, position) "
+    f"RETURNING {MESSAGE_COLUMNS}"
+)
+# The clock, not the transaction's start: the idle sweep's watermark (``ArchiveMarks``) must
+# not pass a time that a transaction still to commit writes. This statement's start, not
+# clock_timestamp(): Citus refuses a volatile function in an UPDATE.
+_MOVE_LAST_SEQ = text(
+    "UPDATE sessions SET last_seq = :last_seq, last_active_at = statement_timestamp() "
+    f"WHERE {_SESSION}"
+)
+# One array parameter, not one parameter per id: a batch may carry any number of ids.
+_BY_CLIENT_ID = text(
+    f"SELECT {MESSAGE_COLUMNS} FROM messages "
+    f"WHERE {_SESSION} AND client_id = ANY(CAST(:client_ids AS text[]))"
+)
+# max() with the filter scans the session's key backwards and stops at the first non-tool
+# message, so the cost is the length of the tail, not of the session.
+_OPEN_TAIL = text(
+    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {_SESSION} AND seq >= coalesce(("
+    f"SELECT max(seq) FROM messages WHERE {_SESSION} AND role <> 'tool'), 0) ORDER BY seq"
 )
 
 
@@ -76,21 +92,13 @@ def message_row(index: int, message: NewMessage) -> dict[str, Any]:
 
 def lock_session(connection: Connection, user_id: str, session_id: str) -> int:
     """Create the session if missing, lock its row for this transaction, return its last seq."""
-    locked = (
-        select(SessionRow.last_seq)
-        .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
-        .with_for_update()
-    )
-    last_seq = connection.scalar(locked)
+    session = {"user_id": user_id, "session_id": session_id}
+    last_seq = connection.scalar(_LOCK, session)
     if last_seq is None:
-        connection.execute(
-            insert(SessionRow)
-            .values(user_id=user_id, session_id=session_id)
-            .on_conflict_do_nothing(index_elements=[SessionRow.user_id, SessionRow.session_id])
-        )
+        connection.execute(_CREATE, session)
         # After the insert (ours or a concurrent one) it exists, unless erased at this very
         # moment (``erase_conversations``): then the insert fails and a retry starts afresh.
-        last_seq = connection.scalar(locked)
+        last_seq = connection.scalar(_LOCK, session)
     return int(last_seq or 0)
 
 
@@ -103,19 +111,11 @@ def insert_messages(
 ) -> list[StoredMessage]:
     """Insert the rows after ``last_seq``, move the session's last seq past them and mark it
     active now."""
-    parameters = [
-        {**row, "user_id": user_id, "session_id": session_id, "seq": last_seq + position}
-        for position, row in enumerate(rows, start=1)
-    ]
-    stored = [message_of(row) for row in connection.execute(_INSERT, parameters)]
-    connection.execute(
-        sql_update(SessionRow)
-        .where(SessionRow.user_id == user_id, SessionRow.session_id == session_id)
-        # The clock, not the transaction's start: the idle sweep's watermark (``ArchiveMarks``)
-        # must not pass a time that a transaction still to commit writes. This statement's
-        # start, not clock_timestamp(): Citus refuses a volatile function in an UPDATE.
-        .values(last_seq=last_seq + len(rows), last_active_at=func.statement_timestamp())
-    )
+    session = {"user_id": user_id, "session_id": session_id}
+    parameters = {**batch_parameters(rows), **session, "last_seq": last_seq}
+    inserted = connection.execute(_INSERT, parameters)
+    stored = sorted((message_of(row) for row in inserted), key=lambda message: message.seq)
+    connection.execute(_MOVE_LAST_SEQ, {**session, "last_seq": last_seq + len(rows)})
     return stored
 
 
@@ -125,31 +125,13 @@ def by_client_id(
     """Load the session's messages that carry one of ``client_ids``, keyed by client id."""
     if not client_ids:
         return {}
-    # One array parameter, not one parameter per id: a batch may carry any number of ids.
-    wanted = bindparam("client_ids", client_ids, type_=ARRAY(Text))
     rows = connection.execute(
-        select(MESSAGES).where(
-            MESSAGES.c.user_id == user_id,
-            MESSAGES.c.session_id == session_id,
-            MESSAGES.c.client_id == any_(wanted),
-        )
+        _BY_CLIENT_ID, {"user_id": user_id, "session_id": session_id, "client_ids": client_ids}
     )
     return {row.client_id: message_of(row) for row in rows}
 
 
 def open_tail(connection: Connection, user_id: str, session_id: str) -> list[StoredMessage]:
     """Load the stored messages from the last non-``tool`` message of the session onward."""
-    # max() with the filter scans the session's key backwards and stops at the first non-tool
-    # message, so the cost is the length of the tail, not of the session.
-    in_session = (MESSAGES.c.user_id == user_id, MESSAGES.c.session_id == session_id)
-    last_unit_start = (
-        select(func.max(MESSAGES.c.seq))
-        .where(*in_session, MESSAGES.c.role != "tool")
-        .scalar_subquery()
-    )
-    rows = connection.execute(
-        select(MESSAGES)
-        .where(*in_session, MESSAGES.c.seq >= func.coalesce(last_unit_start, 0))
-        .order_by(MESSAGES.c.seq)
-    )
+    rows = connection.execute(_OPEN_TAIL, {"user_id": user_id, "session_id": session_id})
     return [message_of(row) for row in rows]

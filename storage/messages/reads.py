@@ -4,15 +4,45 @@ and the record a row becomes: apart from ``MessageStore`` because its appends
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, select, text
+from sqlalchemy import Connection, Row, TextClause, text
 
-from storage.models import MessageRow, SessionRow
 from storage.records import StoredMessage
 
-__all__ = ["MESSAGES", "TOKENS_AFTER_SUMMARY", "last_seq_of", "message_of", "messages_after"]
+__all__ = [
+    "MESSAGE_COLUMNS",
+    "TOKENS_AFTER_SUMMARY",
+    "last_seq_of",
+    "message_of",
+    "messages_after",
+]
 
-#: The messages table, for Core statements on the hot paths.
-MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]  # declared with a Table
+#: The columns of a messages row that ``message_of`` reads.
+MESSAGE_COLUMNS = (
+    "id, user_id, session_id, seq, role, payload, tokens, client_id, metadata, created_at"
+)
+
+_LAST_SEQ = text(
+    "SELECT last_seq FROM sessions WHERE user_id = :user_id AND session_id = :session_id"
+)
+
+
+def _after(*, upto: bool, newest_first: bool) -> TextClause:
+    # ``LIMIT NULL`` is no limit at all.
+    return text(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages "
+        "WHERE user_id = :user_id AND session_id = :session_id AND seq > :after_seq"
+        + (" AND seq <= :upto_seq" if upto else "")
+        + (" ORDER BY seq DESC" if newest_first else " ORDER BY seq")
+        + " LIMIT :limit"
+    )
+
+
+# By (``upto_seq`` given, newest first).
+_AFTER = {
+    (upto, newest_first): _after(upto=upto, newest_first=newest_first)
+    for upto in (False, True)
+    for newest_first in (False, True)
+}
 
 # The boundary comes from the summary row (0 without one), in the same statement. When a job of
 # the given kind is already pending for the session (a fold queued, the worker behind) the sum is
@@ -36,11 +66,7 @@ TOKENS_AFTER_SUMMARY = text(
 
 def last_seq_of(connection: Connection, user_id: str, session_id: str) -> int:
     """Return the session's last seq (0 for a session this user does not have)."""
-    last = connection.scalar(
-        select(SessionRow.last_seq).where(
-            SessionRow.user_id == user_id, SessionRow.session_id == session_id
-        )
-    )
+    last = connection.scalar(_LAST_SEQ, {"user_id": user_id, "session_id": session_id})
     return int(last or 0)
 
 
@@ -58,15 +84,14 @@ def messages_after(
 
     With ``limit``, the first ``limit`` of them in that order.
     """
-    conditions = [
-        MESSAGES.c.user_id == user_id,
-        MESSAGES.c.session_id == session_id,
-        MESSAGES.c.seq > after_seq,
-    ]
-    if upto_seq is not None:
-        conditions.append(MESSAGES.c.seq <= upto_seq)
-    order = MESSAGES.c.seq.desc() if newest_first else MESSAGES.c.seq
-    rows = connection.execute(select(MESSAGES).where(*conditions).order_by(order).limit(limit))
+    parameters = {
+        "user_id": user_id,
+        "session_id": session_id,
+        "after_seq": after_seq,
+        "upto_seq": upto_seq,
+        "limit": limit,
+    }
+    rows = connection.execute(_AFTER[upto_seq is not None, newest_first], parameters)
     return [message_of(row) for row in rows]
 
 

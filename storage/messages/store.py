@@ -99,10 +99,7 @@ class MessageStore:
         rows = [message_row(index, message) for index, message in enumerate(messages)]
         client_ids = [m.client_id for m in messages if m.client_id is not None]
         check_unique(client_ids)
-        with self._database.transaction() as session:
-            # Core statements on the session's connection: this is the hot path of every
-            # request, and the ORM's unit of work would only add overhead here.
-            connection = session.connection()
+        with self._database.transaction() as connection:
             if after is not None:
                 lock_source(connection, user_id, session_id, after.seq, after.id)
             last_seq = lock_session(connection, user_id, session_id)

@@ -39,6 +39,20 @@ def test_each_sqlstate_becomes_the_error_a_caller_can_act_on(
     assert "secret" not in str(error)
 
 
+@pytest.mark.parametrize(
+    "sqlstate", ["08006", "57P01", "53300", "54000", "23505", "42P01", "40001"]
+)
+def test_the_drivers_own_error_is_translated_as_sqlalchemys(sqlstate: str) -> None:
+    # One translation for both paths: the request path's psycopg errors (storage.driver) and
+    # the errors SQLAlchemy wraps.
+    original = psycopg.errors.lookup(sqlstate)("the server's reason")
+
+    direct, through_sqlalchemy = storage_error(original), storage_error(wrapped(sqlstate))
+
+    assert type(direct) is type(through_sqlalchemy)
+    assert str(direct) == str(through_sqlalchemy)
+
+
 def test_errors_raised_before_the_server_answered() -> None:
     lost = exc.DBAPIError.instance(
         "SELECT 1", {}, psycopg.OperationalError("connection refused"), psycopg.Error
@@ -49,6 +63,8 @@ def test_errors_raised_before_the_server_answered() -> None:
 
     assert type(storage_error(lost)) is DatabaseUnavailableError
     assert type(storage_error(refused)) is InvalidInputError
+    assert type(storage_error(lost.orig)) is DatabaseUnavailableError
+    assert type(storage_error(refused.orig)) is InvalidInputError
 
 
 def test_messages_are_one_short_line() -> None:

@@ -259,6 +259,41 @@ def test_a_failed_job_absorbs_the_sibling_enqueued_while_it_ran(
     assert retry.attempts == 2
 
 
+def test_a_sibling_committed_while_a_failure_is_recorded_is_merged(
+    queue: JobQueue, database: Database, kind: str, user_id: str
+) -> None:
+    # The sibling is stored after ``fail`` looked for one: its retry waits on the
+    # one-pending-job index, then violates it, and is tried again after a savepoint.
+    queue.enqueue(kind, user_id, "s1")
+    running = claim(queue, kind)
+    assert running is not None
+    recorded: list[bool] = []
+    with database.engine.connect() as enqueuer:
+        enqueuer.execute(
+            text("INSERT INTO jobs (kind, user_id, session_id) VALUES (:kind, :user_id, 's1')"),
+            {"kind": kind, "user_id": user_id},
+        )
+        holder = enqueuer.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        failing = threading.Thread(target=lambda: recorded.append(queue.fail(running, "boom")))
+        failing.start()
+        waiting = 0
+        while waiting == 0 and failing.is_alive():  # until fail's update waits for the insert
+            with database.reading() as connection:
+                waiting = connection.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE :holder = ANY(pg_blocking_pids(pid))"
+                    ),
+                    {"holder": holder},
+                ).scalar_one()
+        enqueuer.commit()
+        failing.join()
+
+    assert recorded == [True]
+    assert queue.pending(kind) == 1
+    assert state(database, running) == JobState("pending", 1, timedelta(seconds=30), "boom")
+
+
 def test_a_stale_worker_cannot_touch_a_job_claimed_again(
     queue: JobQueue, database: Database, kind: str, user_id: str
 ) -> None:
@@ -357,8 +392,8 @@ def finish(queue: JobQueue, kind: str, user_id: str, session_id: str, *, failed:
 
 def finished_ago(database: Database, jobs: list[Job], seconds: float) -> None:
     """Make the jobs finished ``seconds`` ago."""
-    with database.transaction() as session:
-        session.execute(
+    with database.transaction() as connection:
+        connection.execute(
             text(
                 "UPDATE jobs SET updated_at = now() - make_interval(secs => :seconds) "
                 "WHERE id = ANY(:ids)"
@@ -368,8 +403,8 @@ def finished_ago(database: Database, jobs: list[Job], seconds: float) -> None:
 
 
 def statuses(database: Database, kind: str) -> dict[str, str]:
-    with database.transaction() as session:
-        rows = session.execute(
+    with database.transaction() as connection:
+        rows = connection.execute(
             text("SELECT session_id, status FROM jobs WHERE kind = :kind"), {"kind": kind}
         ).all()
     return {row.session_id: row.status for row in rows}

@@ -1,11 +1,10 @@
-"""Tests of the migrations: idempotent, atomic per migration, and matching the ORM models."""
+"""Tests of the migrations (the schema's only source): idempotent, atomic per migration."""
 
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine, create_engine, inspect, text
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import ProgrammingError
 
 from storage import (
@@ -19,7 +18,6 @@ from storage import (
     SummaryStore,
     migrate,
 )
-from storage.models import Base
 
 
 @pytest.fixture
@@ -74,50 +72,6 @@ def test_failed_migration_leaves_nothing_behind(scratch_engine: Engine) -> None:
 
 def test_opened_database_is_migrated(database: Database) -> None:
     assert versions(database.engine) == [m.version for m in MIGRATIONS]
-
-
-def test_models_match_the_migrated_schema(database: Database) -> None:
-    inspector = inspect(database.engine)
-    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
-    for table in Base.metadata.sorted_tables:
-        reflected = {c["name"]: c for c in inspector.get_columns(table.name)}
-        assert set(reflected) == set(table.columns.keys()), table.name
-        for column in table.columns:
-            actual = reflected[column.name]
-            where = f"{table.name}.{column.name}"
-            assert actual["nullable"] == column.nullable, where
-            assert actual["type"].compile(dialect=dialect) == column.type.compile(
-                dialect=dialect
-            ), where
-            assert (actual["default"] is not None) == (
-                column.server_default is not None
-                or (column.primary_key and column.autoincrement is True)
-            ), where
-
-        model_indexes = {(i.name, bool(i.unique)) for i in table.indexes}
-        actual_indexes = {(i["name"], bool(i["unique"])) for i in inspector.get_indexes(table.name)}
-        # Unique constraints are reflected as indexes too; keep only the declared indexes.
-        assert model_indexes <= actual_indexes, table.name
-        model_uniques = {
-            c.name for c in table.constraints if c.__class__.__name__ == "UniqueConstraint"
-        }
-        actual_uniques = {c["name"] for c in inspector.get_unique_constraints(table.name)}
-        assert model_uniques == actual_uniques, table.name
-        model_keys = {
-            (
-                tuple(fk.parent.name for fk in constraint.elements),
-                tuple(fk.target_fullname for fk in constraint.elements),
-            )
-            for constraint in table.foreign_key_constraints
-        }
-        actual_keys = {
-            (
-                tuple(fk["constrained_columns"]),
-                tuple(f"{fk['referred_table']}.{column}" for column in fk["referred_columns"]),
-            )
-            for fk in inspector.get_foreign_keys(table.name)
-        }
-        assert model_keys == actual_keys, table.name
 
 
 def test_embedding_index_is_hnsw_cosine(database: Database) -> None:

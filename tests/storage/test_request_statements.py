@@ -58,10 +58,10 @@ def test_the_connection_goes_back_to_the_pool_in_transaction_mode(
         )
 
     # The same connection, and a transaction on it still rolls back as a whole.
-    with pytest.raises(RuntimeError), one_connection.transaction() as session:
-        driver = session.connection().connection.driver_connection
+    with pytest.raises(RuntimeError), one_connection.transaction() as connection:
+        driver = connection.connection.driver_connection
         assert driver is not None and driver.info.backend_pid == pid
-        session.execute(
+        connection.execute(
             text("UPDATE sessions SET last_seq = 99 WHERE user_id = :u AND session_id = :s"),
             {"u": user_id, "s": session_id},
         )
