@@ -274,7 +274,7 @@ class CardIndex:
             pool = ranked[start : start + 3 * k]
             cards = {
                 c.id: (c, terms)
-                for c, terms in self._store.get_many_with_terms(user_id, [i for i, _ in pool])
+                for c, terms in self._store.get_many(user_id, [i for i, _ in pool], terms=True)
             }
             for card_id, score in pool:
                 found_card = cards.get(card_id)

@@ -4,11 +4,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row
+from sqlalchemy import Connection, Row
+from sqlalchemy.orm import Session
 
 from storage.card_records import Card
 
-__all__ = ["CARD_COLUMNS", "card_of", "qualified", "unit_vector", "vector_literal"]
+__all__ = [
+    "CARD_COLUMNS",
+    "card_of",
+    "connection_of",
+    "qualified",
+    "unit_vector",
+    "vector_literal",
+]
 
 #: The columns a ``Card`` is read from, in every statement returning cards.
 CARD_COLUMNS = (
@@ -41,3 +49,14 @@ def card_of(row: Row[Any] | tuple[Any, ...]) -> Card:
     """Turn a row that starts with ``CARD_COLUMNS`` (SQLAlchemy's or the driver's) into the
     record callers see; columns after those are not the card's."""
     return Card(**dict(zip(_CARD_FIELDS, row, strict=False)))
+
+
+def connection_of(transaction: Connection | Session) -> Connection:
+    """The connection what ``Database.transaction()`` yields runs on, for the helpers that take
+    one (``storage.erasure``, ``storage.card_term_counts``).
+
+    The card modules run nothing but ``.execute`` on a transaction, so they work whether it
+    is an ORM session (today) or a plain connection (storage leaving the ORM, issue 19 item
+    7); this is the one place that tells the two apart, to go once it is always a connection.
+    """
+    return transaction if isinstance(transaction, Connection) else transaction.connection()
