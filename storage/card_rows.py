@@ -2,10 +2,9 @@
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Row
-from sqlalchemy.orm import Session
 
 from storage.card_records import Card
 
@@ -51,12 +50,19 @@ def card_of(row: Row[Any] | tuple[Any, ...]) -> Card:
     return Card(**dict(zip(_CARD_FIELDS, row, strict=False)))
 
 
-def connection_of(transaction: Connection | Session) -> Connection:
+class _Session(Protocol):
+    """An ORM session, as far as ``connection_of`` uses it (no import of the ORM here)."""
+
+    def connection(self) -> Connection: ...
+
+
+def connection_of(transaction: Connection | _Session) -> Connection:
     """The connection what ``Database.transaction()`` yields runs on, for the helpers that take
     one (``storage.erasure``, ``storage.card_term_counts``).
 
     The card modules run nothing but ``.execute`` on a transaction, so they work whether it
-    is an ORM session (today) or a plain connection (storage leaving the ORM, issue 19 item
-    7); this is the one place that tells the two apart, to go once it is always a connection.
+    is an ORM session (main today) or a plain connection (storage leaving the ORM, issue 19
+    item 7); this is the one place that tells the two apart, to go once it is always a
+    connection (then pass the transaction itself).
     """
     return transaction if isinstance(transaction, Connection) else transaction.connection()
