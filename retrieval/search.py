@@ -13,7 +13,7 @@ from retrieval.keywords import analyze, term_frequencies
 from retrieval.ranking import CardRanking
 from retrieval.recipe import SearchConfig, search_config_for
 from retrieval.vectors import DEFAULT_VECTOR_CACHE_BYTES
-from storage.cards import Card, CardFilter, CardStore, CardType, NewCard
+from storage.cards import Card, CardDraft, CardFilter, CardStore, NewCard
 
 __all__ = [
     "NEAR_DUPLICATE_SIMILARITY",
@@ -35,24 +35,6 @@ NEAR_DUPLICATE_SIMILARITY = 0.85
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CardDraft(_Record):
-    """A card to add before it is embedded: ``NewCard`` without the vector and terms."""
-
-    type: CardType
-    text: str = Field(min_length=1)
-    topic: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    session_id: str | None = None
-    source_message_ids: list[int] = Field(default_factory=list)
-    source_client_ids: list[str] = Field(default_factory=list)
-    observed_at: datetime | None = None
-    occurred_at: datetime | None = None
-    pinned: bool = False
-    subject: str | None = None
-    attribute: str | None = None
-    turn_message_id: int | None = None
 
 
 class CardQuery(_Record):
@@ -170,10 +152,8 @@ class CardIndex:
             return []
         vectors = self._embedder.embed([draft.text for draft in drafts])
         cards = [
-            NewCard(
-                **draft.model_dump(),
-                embedding=vector,
-                terms=term_frequencies(draft.text, self.config.stop_words),
+            NewCard.of(
+                draft, embedding=vector, terms=term_frequencies(draft.text, self.config.stop_words)
             )
             for draft, vector in zip(drafts, vectors, strict=True)
         ]
@@ -294,7 +274,7 @@ class CardIndex:
             pool = ranked[start : start + 3 * k]
             cards = {
                 c.id: (c, terms)
-                for c, terms in self._store.get_many_with_terms(user_id, [i for i, _ in pool])
+                for c, terms in self._store.get_many(user_id, [i for i, _ in pool], terms=True)
             }
             for card_id, score in pool:
                 found_card = cards.get(card_id)

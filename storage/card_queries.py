@@ -1,4 +1,4 @@
-"""The searches of ``CardStore``: by vector (exact scan or HNSW), the candidates of a hybrid
+"""The searches of the card store: by vector (exact scan or HNSW), the candidates of a hybrid
 search in one statement (``storage.card_search``), and a user's current vectors for a caller
 that ranks them itself (``storage.card_vectors``). Persistence only: the ranking of held
 vectors and the fusion are ``retrieval``'s."""
@@ -35,10 +35,12 @@ _NO_FILTER = CardFilter()
 
 
 class CardQueries:
-    """``CardStore``'s searching half; every method is scoped by ``user_id``."""
+    """Searches a user's cards; every method is scoped by ``user_id``."""
 
-    _database: Database
-    dimension: int
+    def __init__(self, database: Database, *, dimension: int) -> None:
+        """Search the cards of ``database``, whose vectors have ``dimension`` floats."""
+        self._database = database
+        self.dimension = dimension
 
     def count(self, user_id: str) -> int:
         """Return how many cards the user has, superseded ones included."""

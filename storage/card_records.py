@@ -18,6 +18,7 @@ __all__ = [
     "MAX_CARD_TEXT_CHARS",
     "MAX_CARD_TOPIC_CHARS",
     "Card",
+    "CardDraft",
     "CardFilter",
     "CardMatch",
     "CardType",
@@ -47,14 +48,14 @@ class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class NewCard(_Record):
-    """A card to add, with its embedding and keyword terms computed by the caller.
+class CardDraft(_Record):
+    """A card before it is stored, the one shape every layer passes down: what extraction, an
+    archived turn, a pin or ``Memory.add`` says. ``NewCard`` is a draft with its embedding and
+    keyword terms, ``Card`` a stored draft; the draft's fields are declared here only.
 
     Attributes:
         type: What kind of memory it is; ``turn`` is an archived raw message.
         text: The self-contained statement (what is recalled and shown to the model).
-        embedding: Its embedding, ``EMBEDDING_DIM`` floats (stored scaled to unit length).
-        terms: Its keyword terms with their counts (see ``retrieval.keywords``).
         topic: An optional topic.
         tags: Optional tags.
         session_id: The session it came from, if any.
@@ -68,15 +69,10 @@ class NewCard(_Record):
             same subject and attribute may supersede it.
         turn_message_id: For a ``turn`` card, the stored id of the message it archives: a
             user has at most one card per such message (``CardStore.add``).
-
-    The sizes are bounded (``MAX_CARD_TEXT_CHARS`` and the others); ``CardStore.add`` refuses
-    a card over a bound.
     """
 
     type: CardType
     text: str = Field(min_length=1)
-    embedding: list[float] = Field(min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
-    terms: dict[str, int] = Field(default_factory=dict)
     topic: str | None = None
     tags: list[str] = Field(default_factory=list)
     session_id: str | None = None
@@ -90,28 +86,41 @@ class NewCard(_Record):
     turn_message_id: int | None = None
 
 
-class Card(_Record):
-    """A stored card, without its embedding; ``valid_to`` is set once it was superseded."""
+class NewCard(CardDraft):
+    """A draft with its embedding and keyword terms computed by the caller: what
+    ``CardStore.add`` stores.
+
+    Attributes:
+        embedding: The draft's embedding, ``EMBEDDING_DIM`` floats (stored scaled to unit
+            length).
+        terms: Its keyword terms with their counts (see ``retrieval.keywords``).
+
+    The sizes are bounded (``MAX_CARD_TEXT_CHARS`` and the others); ``CardStore.add`` refuses
+    a card over a bound.
+    """
+
+    embedding: list[float] = Field(min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
+    terms: dict[str, int] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, draft: CardDraft, *, embedding: list[float], terms: dict[str, int]) -> "NewCard":
+        """The draft with its embedding and terms (a ``NewCard`` given keeps its draft only)."""
+        fields = {name: getattr(draft, name) for name in CardDraft.model_fields}
+        return cls(**fields, embedding=embedding, terms=terms)
+
+
+class Card(CardDraft):
+    """A stored card: its draft, and what storage adds (its id and owner, when it was said and
+    stored, its validity), without its embedding; ``valid_to`` is set once it was superseded.
+    """
 
     id: int
     user_id: str
-    type: CardType
-    text: str
-    topic: str | None
-    tags: list[str]
-    session_id: str | None
-    source_message_ids: list[int]
-    source_client_ids: list[str]
     observed_at: datetime
-    occurred_at: datetime | None
     valid_from: datetime
     valid_to: datetime | None
     superseded_by: int | None
-    pinned: bool
     created_at: datetime
-    subject: str | None = None
-    attribute: str | None = None
-    turn_message_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

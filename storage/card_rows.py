@@ -8,7 +8,13 @@ from sqlalchemy import Row
 
 from storage.card_records import Card
 
-__all__ = ["CARD_COLUMNS", "card_of", "qualified", "unit_vector", "vector_literal"]
+__all__ = [
+    "CARD_COLUMNS",
+    "card_of",
+    "qualified",
+    "unit_vector",
+    "vector_literal",
+]
 
 #: The columns a ``Card`` is read from, in every statement returning cards.
 CARD_COLUMNS = (

@@ -56,19 +56,19 @@ def current_vectors(
     Returns:
         The vectors, or None when the user has no cards or more than ``max_cards``.
     """
-    with database.transaction() as session:
-        session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-        stats = session.execute(
+    with database.transaction() as transaction:
+        transaction.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+        stats = transaction.execute(
             text("SELECT version, cards FROM card_stats WHERE user_id = :user_id"),
             {"user_id": user_id},
         ).one_or_none()
         if stats is None or stats.cards > max_cards:
             return None
         if known is None:
-            ids, rows = _vectors(session, dimension, user_id, None)
+            ids, rows = _vectors(transaction, dimension, user_id, None)
             return CurrentVectors(int(stats.version), ids, ids, rows)
         current = np.asarray(
-            session.execute(
+            transaction.execute(
                 text(
                     "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM cards "
                     "WHERE user_id = :user_id AND valid_to IS NULL"
@@ -79,19 +79,25 @@ def current_vectors(
         )
         held = np.asarray(known, dtype=np.int64)
         new_ids, new_rows = _vectors(
-            session, dimension, user_id, current[~np.isin(current, held, assume_unique=True)]
+            transaction,
+            dimension,
+            user_id,
+            current[~np.isin(current, held, assume_unique=True)],
         )
     return CurrentVectors(int(stats.version), current, new_ids, new_rows)
 
 
 def _vectors(
-    session: Connection, dimension: int, user_id: str, card_ids: npt.NDArray[np.int64] | None
+    connection: Connection,
+    dimension: int,
+    user_id: str,
+    card_ids: npt.NDArray[np.int64] | None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The ids and vectors, by id, of the user's given cards (None: every current one)."""
     if card_ids is not None and len(card_ids) == 0:
         return np.empty(0, dtype=np.int64), np.empty((0, dimension), np.float32)
     which = "valid_to IS NULL" if card_ids is None else "id = ANY(:ids)"
-    rows = session.execute(
+    rows = connection.execute(
         text(
             "SELECT id, vector_send(embedding) AS v FROM cards "
             f"WHERE user_id = :user_id AND {which} ORDER BY id"

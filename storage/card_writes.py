@@ -1,4 +1,4 @@
-"""The writes of ``CardStore``: adding cards (merging identical ones), superseding, reviving,
+"""The writes of the card store: adding cards (merging identical ones), superseding, reviving,
 merging sources, pinning and deleting. Each runs in one transaction, and every write that
 changes a user's current cards takes a new card version there (``storage.card_vectors``)."""
 
@@ -12,7 +12,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import BigInteger, Text
 
 from storage.card_records import Card, NewCard, check_card, content_hash
-from storage.card_rows import CARD_COLUMNS, card_of, qualified, unit_vector, vector_literal
+from storage.card_rows import (
+    CARD_COLUMNS,
+    card_of,
+    qualified,
+    unit_vector,
+    vector_literal,
+)
 from storage.card_term_counts import count_terms
 from storage.engine import Database
 from storage.erasure import delete_cards, lock_sources
@@ -22,9 +28,11 @@ __all__ = ["CardWrites"]
 
 
 class CardWrites:
-    """``CardStore``'s writing half; every method is scoped by ``user_id``."""
+    """Writes a user's cards; every method is scoped by ``user_id``."""
 
-    _database: Database
+    def __init__(self, database: Database) -> None:
+        """Write the cards of ``database``."""
+        self._database = database
 
     def add(self, user_id: str, cards: Sequence[NewCard]) -> list[Card]:
         """Store cards; a card whose content the user already has merges its sources instead.
@@ -75,8 +83,7 @@ class CardWrites:
         added_cards = 0
         added_terms = 0
         distinct_terms: list[str] = []
-        with self._database.transaction() as session:
-            connection = session
+        with self._database.transaction() as connection:
             # Cards made from messages are stored only while those are (``storage.erasure``).
             lock_sources(connection, user_id, [i for c in cards for i in c.source_message_ids])
             # One lock order for every writer (by hash), so two batches cannot deadlock.
@@ -127,8 +134,8 @@ class CardWrites:
         """
         if old_id == new_id:
             raise ValueError("a card cannot supersede itself")
-        with self._database.transaction() as session:
-            row = session.execute(
+        with self._database.transaction() as transaction:
+            row = transaction.execute(
                 text(
                     f"UPDATE cards AS old SET superseded_by = new.id, "
                     f"valid_to = greatest(new.valid_from, old.valid_from) "
@@ -140,7 +147,7 @@ class CardWrites:
                 {"user_id": user_id, "old_id": old_id, "new_id": new_id},
             ).one_or_none()
             if row is not None:
-                _new_version(session, user_id)
+                _new_version(transaction, user_id)
         if row is None:
             raise LookupError(f"user {user_id!r} has no card {old_id} or no card {new_id}")
         return card_of(row)
@@ -154,8 +161,8 @@ class CardWrites:
         Raises:
             LookupError: The card is not one of the user's.
         """
-        with self._database.transaction() as session:
-            row = session.execute(
+        with self._database.transaction() as transaction:
+            row = transaction.execute(
                 text(
                     "UPDATE cards SET valid_to = NULL, superseded_by = NULL, "
                     # A subquery: Citus refuses now() inside coalesce in an UPDATE.
@@ -166,7 +173,7 @@ class CardWrites:
                 {"valid_from": valid_from, "user_id": user_id, "id": card_id},
             ).one_or_none()
             if row is not None:
-                _new_version(session, user_id)
+                _new_version(transaction, user_id)
         if row is None:
             raise LookupError(f"user {user_id!r} has no card {card_id}")
         return card_of(row)
@@ -201,9 +208,9 @@ class CardWrites:
             bindparam("message_ids", type_=ARRAY(BigInteger)),
             bindparam("client_ids", type_=ARRAY(Text)),
         )
-        with self._database.transaction() as session:
-            lock_sources(session, user_id, message_ids)
-            row = session.execute(
+        with self._database.transaction() as transaction:
+            lock_sources(transaction, user_id, message_ids)
+            row = transaction.execute(
                 statement,
                 {
                     "message_ids": list(message_ids),
@@ -222,8 +229,8 @@ class CardWrites:
         Raises:
             LookupError: The card is not one of the user's.
         """
-        with self._database.transaction() as session:
-            row = session.execute(
+        with self._database.transaction() as transaction:
+            row = transaction.execute(
                 text(
                     f"UPDATE cards SET pinned = :pinned WHERE user_id = :user_id AND id = :id "
                     f"RETURNING {CARD_COLUMNS}"
@@ -252,9 +259,9 @@ class CardWrites:
         if session_id is not None:
             where += " AND session_id = :session_id"
             params["session_id"] = session_id
-        with self._database.transaction() as session:
+        with self._database.transaction() as transaction:
             whole_user = card_id is None and session_id is None
-            deleted, _ = delete_cards(session, user_id, where, params, whole_user=whole_user)
+            deleted, _ = delete_cards(transaction, user_id, where, params, whole_user=whole_user)
         return deleted
 
 

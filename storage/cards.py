@@ -4,13 +4,10 @@ Storage does no text analysis and computes no embeddings: callers (``retrieval``
 vector and the keyword terms of each card, and the same for queries.
 """
 
-from collections.abc import Iterable, Sequence
-
-from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.types import BigInteger, Text
+from sqlalchemy import text
 
 from storage.card_queries import BM25_B, BM25_K1, CardQueries
+from storage.card_reads import CardReads
 from storage.card_records import (
     MAX_CARD_KEY_CHARS,
     MAX_CARD_TAG_CHARS,
@@ -18,18 +15,16 @@ from storage.card_records import (
     MAX_CARD_TEXT_CHARS,
     MAX_CARD_TOPIC_CHARS,
     Card,
+    CardDraft,
     CardFilter,
     CardMatch,
     CardType,
     NewCard,
     content_hash,
-    filter_sql,
 )
-from storage.card_rows import CARD_COLUMNS, card_of
 from storage.card_search import Candidates
 from storage.card_vectors import CurrentVectors
 from storage.card_writes import CardWrites
-from storage.driver import driver_autocommit
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
@@ -44,10 +39,14 @@ __all__ = [
     "MAX_CARD_TOPIC_CHARS",
     "Candidates",
     "Card",
+    "CardDraft",
     "CardFilter",
     "CardMatch",
+    "CardQueries",
+    "CardReads",
     "CardStore",
     "CardType",
+    "CardWrites",
     "CurrentVectors",
     "EmbeddingModelMismatchError",
     "NewCard",
@@ -59,28 +58,14 @@ class EmbeddingModelMismatchError(StorageError):
     """The database holds embeddings of another model or dimension than the one given."""
 
 
-_NO_FILTER = CardFilter()
-
-# On the driver's connection (``storage.driver``): it runs once per search.
-_GET_MANY = (
-    f"SELECT {CARD_COLUMNS} FROM cards "
-    "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
-)
-# The same, with each card's stored keyword terms (a few rows of ix_card_terms_user_card).
-_GET_MANY_WITH_TERMS = (
-    f"SELECT {CARD_COLUMNS}, ARRAY(SELECT t.term FROM card_terms AS t "
-    # The terms' user is the parameter, not ``cards.user_id``: the same rows, and Citus then
-    # routes the whole statement to the user's shard (a correlated user fans out to every one).
-    "WHERE t.user_id = %(user_id)s::text AND t.card_id = cards.id) FROM cards "
-    "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
-)
-
-
-class CardStore(CardWrites, CardQueries):
+class CardStore:
     """The cards of every user; every method is scoped by ``user_id``.
 
-    Its writes are ``CardWrites`` (``storage.card_writes``), its searches ``CardQueries``
-    (``storage.card_queries``); opening, reading cards back and the keyed lookups are here.
+    Three parts, each given what it uses: ``reads`` (``CardReads``: cards by id, listings,
+    keyed lookups), ``writes`` (``CardWrites``: add, supersede, revive, merge sources, pin,
+    delete) and ``queries`` (``CardQueries``: the searches and the vectors). The store is where
+    they are wired, and hands out their methods as its own (``store.add`` is
+    ``store.writes.add``); a caller may hold the one part it uses instead.
 
     Opening checks that the database's cards were embedded by the same model and dimension.
     """
@@ -107,16 +92,17 @@ class CardStore(CardWrites, CardQueries):
                 f"embedding dimension {dimension} does not fit the cards table "
                 f"(vector({EMBEDDING_DIM})): use a {EMBEDDING_DIM}-dimensional model"
             )
-        self._database = database
-        with database.transaction() as session:
-            session.execute(
+        with database.transaction() as transaction:
+            transaction.execute(
                 text(
                     "INSERT INTO card_embedding_model (name, dimension) VALUES (:name, :dim) "
                     "ON CONFLICT (singleton) DO NOTHING"
                 ),
                 {"name": model, "dim": dimension},
             )
-            stored = session.execute(text("SELECT name, dimension FROM card_embedding_model")).one()
+            stored = transaction.execute(
+                text("SELECT name, dimension FROM card_embedding_model")
+            ).one()
         if (stored.name, stored.dimension) != (model, dimension):
             raise EmbeddingModelMismatchError(
                 f"the cards in this database were embedded with {stored.name!r} "
@@ -125,124 +111,23 @@ class CardStore(CardWrites, CardQueries):
             )
         self.model = model
         self.dimension = dimension
-
-    # --- reading --------------------------------------------------------------------------
-
-    def get(self, user_id: str, card_id: int) -> Card | None:
-        """Return one of the user's cards, or None."""
-        found = self.get_many(user_id, [card_id])
-        return found[0] if found else None
-
-    def get_many(self, user_id: str, card_ids: Sequence[int]) -> list[Card]:
-        """Return the user's cards among ``card_ids``, in the order of ``card_ids``."""
-        if not card_ids:
-            return []
-        with driver_autocommit(self._database) as connection:
-            rows = connection.execute(_GET_MANY, {"user_id": user_id, "ids": list(card_ids)})
-            by_id = {card.id: card for card in map(card_of, rows)}
-        return [by_id[i] for i in card_ids if i in by_id]
-
-    def get_many_with_terms(
-        self, user_id: str, card_ids: Sequence[int]
-    ) -> list[tuple[Card, frozenset[str]]]:
-        """``get_many``, each card with the keyword terms it was stored with."""
-        if not card_ids:
-            return []
-        with driver_autocommit(self._database) as connection:
-            rows = connection.execute(
-                _GET_MANY_WITH_TERMS, {"user_id": user_id, "ids": list(card_ids)}
-            )
-            by_id = {card.id: (card, frozenset(row[-1])) for row in rows for card in [card_of(row)]}
-        return [by_id[i] for i in card_ids if i in by_id]
-
-    def list_cards(
-        self, user_id: str, where: CardFilter = _NO_FILTER, *, limit: int | None = None
-    ) -> list[Card]:
-        """Return the user's cards that pass the filter, oldest first (by id)."""
-        clause, params = filter_sql(where)
-        params["user_id"] = user_id
-        sql = f"SELECT {CARD_COLUMNS} FROM cards WHERE user_id = :user_id{clause} ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT :limit"
-            params["limit"] = limit
-        with self._database.reading() as connection:
-            return [card_of(row) for row in connection.execute(text(sql), params)]
-
-    def current_keyed(
-        self,
-        user_id: str,
-        keys: Iterable[tuple[str, str]],
-        *,
-        prefixes: Iterable[tuple[str, str]] = (),
-    ) -> list[Card]:
-        """Return the user's valid cards with one of the given (subject, attribute) pairs.
-
-        What a new card on the same subject and attribute may supersede; served by the partial
-        index on (user_id, subject, attribute) of valid cards.
-
-        Args:
-            user_id: The owner.
-            keys: (subject, attribute) pairs matched exactly.
-            prefixes: (subject, attribute prefix) pairs: an attribute starting with the prefix
-                matches (task attributes ``task:...`` are compared word by word by the caller).
-
-        Returns:
-            The cards, oldest first (by id).
-        """
-        exact, starts = sorted(set(keys)), sorted(set(prefixes))
-        if not exact and not starts:
-            return []
-        statement = text(
-            f"""
-            SELECT {CARD_COLUMNS} FROM cards AS c
-            WHERE c.user_id = :user_id AND c.valid_to IS NULL AND c.subject IS NOT NULL AND (
-                (c.subject, c.attribute) IN (
-                    SELECT k.subject, k.attribute
-                    FROM unnest(:subjects, :attributes) AS k(subject, attribute)
-                )
-                OR EXISTS (
-                    SELECT 1 FROM unnest(:prefix_subjects, :prefixes) AS p(subject, prefix)
-                    WHERE c.subject = p.subject AND starts_with(c.attribute, p.prefix)
-                )
-            )
-            ORDER BY c.id
-            """
-        ).bindparams(
-            *(
-                bindparam(name, type_=ARRAY(Text))
-                for name in ("subjects", "attributes", "prefix_subjects", "prefixes")
-            )
-        )
-        with self._database.reading() as connection:
-            rows = connection.execute(
-                statement,
-                {
-                    "user_id": user_id,
-                    "subjects": [subject for subject, _ in exact],
-                    "attributes": [attribute for _, attribute in exact],
-                    "prefix_subjects": [subject for subject, _ in starts],
-                    "prefixes": [prefix for _, prefix in starts],
-                },
-            ).all()
-        return [card_of(row) for row in rows]
-
-    def keyed_from_messages(self, user_id: str, message_ids: Sequence[int]) -> list[Card]:
-        """Return the user's cards with a subject and attribute made from any of ``message_ids``.
-
-        Superseded ones included: recall marks an excerpt of those messages with the validity of
-        the fact they stated. Served by the index on the keyed cards' source messages.
-
-        Returns:
-            The cards, oldest first (by id).
-        """
-        if not message_ids:
-            return []
-        statement = text(
-            f"SELECT {CARD_COLUMNS} FROM cards WHERE user_id = :user_id "
-            "AND subject IS NOT NULL AND source_message_ids && :ids ORDER BY id"
-        ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
-        with self._database.reading() as connection:
-            rows = connection.execute(
-                statement, {"user_id": user_id, "ids": list(message_ids)}
-            ).all()
-        return [card_of(row) for row in rows]
+        self.reads = CardReads(database)
+        self.writes = CardWrites(database)
+        self.queries = CardQueries(database, dimension=dimension)
+        # The parts' methods, as the store's: one bound method each, no forwarding layer.
+        self.get = self.reads.get
+        self.get_many = self.reads.get_many
+        self.list_cards = self.reads.list_cards
+        self.current_keyed = self.reads.current_keyed
+        self.keyed_from_messages = self.reads.keyed_from_messages
+        self.add = self.writes.add
+        self.supersede = self.writes.supersede
+        self.revive = self.writes.revive
+        self.merge_sources = self.writes.merge_sources
+        self.set_pinned = self.writes.set_pinned
+        self.delete = self.writes.delete
+        self.count = self.queries.count
+        self.search_vector = self.queries.search_vector
+        self.candidates = self.queries.candidates
+        self.current_vectors = self.queries.current_vectors
+        self.similarities = self.queries.similarities

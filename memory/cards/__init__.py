@@ -1,7 +1,8 @@
 """Long-term memory judgment: card extraction (LLM and rules), supersede decisions, query rewriting.
 
-Pure judgment, no database: ``ExtractedCard`` is what the card store keeps, ``decide_supersede``
-tells it which stored cards a new one replaces, and ``rewrite_query`` turns the user's input
+Pure judgment, no database: ``ExtractedCard`` is what extraction finds (archiving turns it into
+the store's one draft type, ``storage.CardDraft``), ``decide_supersede`` tells which stored cards
+a new one (either) replaces, and ``rewrite_query`` turns the user's input
 into a self-contained query for recall. The submodules hold the parts; this package exports
 what the facade and the store use.
 """

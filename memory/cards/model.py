@@ -1,7 +1,9 @@
 """What a card is before it is stored: its type, the draft, its normalized text and its hash.
 
-An ``ExtractedCard`` is what extraction produces and the card store keeps; the store adds the user,
-the session, ids, validity and the embedding. ``normalize_text`` and ``content_hash`` define
+An ``ExtractedCard`` is what extraction produces: a statement whose sources are named by their
+place in the batch read. Archiving names them by stored id and hands the store the one draft
+type of every layer (``storage.CardDraft``); the store adds the user, ids, validity and the
+embedding. ``normalize_text`` and ``content_hash`` define
 when two cards are the same card (the store's unique key per user), so they are written once,
 here, and used by extraction, supersede decisions and the store alike.
 """

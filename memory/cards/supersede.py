@@ -12,8 +12,9 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from memory.cards.model import CardType, ExtractedCard, normalize_text
+from memory.cards.model import CardType, normalize_text
 from memory.cards.phrasing import has_cjk
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ChainLink",
     "ChainProblems",
     "ExistingCard",
+    "Statement",
     "SupersedeDecision",
     "chain_problems",
     "decide_supersede",
@@ -46,6 +48,20 @@ _TASK_WORDS = frozenset((
 _CJK_TASK_WORDS = re.compile(
     r"用户等人|用户|提醒我|记得|别忘了|不要忘记|待办|已经|已|完成了|完成|[写做弄搞办]完了|[写做弄搞办]完|搞定了|搞定|交了|需要|我们|我|了|的|把|要|去"
 )
+
+
+class Statement(Protocol):
+    """What the decision reads of a new card: an ``ExtractedCard`` or the draft the store is
+    given (``storage.CardDraft``), as it is."""
+
+    @property
+    def type(self) -> CardType: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def subject(self) -> str | None: ...
+    @property
+    def attribute(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +162,7 @@ def _same_task(new: str, old: str) -> bool:
     return a <= b or b <= a or len(a & b) / len(a | b) >= 0.5
 
 
-def _same_attribute(draft: ExtractedCard, card: ExistingCard) -> bool:
+def _same_attribute(draft: Statement, card: ExistingCard) -> bool:
     if draft.attribute is None or card.attribute is None or draft.subject != card.subject:
         return False
     if draft.attribute.startswith(TASK_PREFIX) and card.attribute.startswith(TASK_PREFIX):
@@ -154,7 +170,7 @@ def _same_attribute(draft: ExtractedCard, card: ExistingCard) -> bool:
     return draft.attribute == card.attribute
 
 
-def decide_supersede(draft: ExtractedCard, existing: Iterable[ExistingCard]) -> SupersedeDecision:
+def decide_supersede(draft: Statement, existing: Iterable[ExistingCard]) -> SupersedeDecision:
     """Decide whether ``draft`` duplicates a stored card and which stored cards it closes.
 
     Args:
@@ -168,7 +184,7 @@ def decide_supersede(draft: ExtractedCard, existing: Iterable[ExistingCard]) -> 
         Archived turns neither supersede nor are superseded: they are what was said, not a
         state.
     """
-    normalized = draft.normalized
+    normalized = normalize_text(draft.text)
     duplicate: CardId | None = None
     closes: list[CardId] = []
     pinned: list[CardId] = []

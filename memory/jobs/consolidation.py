@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory.cards import CardExtractor
 from memory.context.tokens import TiktokenCounter, TokenCounter
 from memory.jobs.worker import CARDS, CONSOLIDATE, END_OF_SESSION, JobHandler
 from memory.llm import ChatModel
-from memory.longterm.long_term_memory import LongTermMemory
+from memory.longterm.archiving import MessageArchiver
 from memory.longterm.summary_and_cards import ArchivingFold, SharedFold
 from memory.settings import SummarySettings
 from memory.summary.consolidator import Consolidator
@@ -125,9 +126,12 @@ class ConsolidationJobs:
         policy: this process's fold thresholds.
         summary: this process's (resolved) summary settings.
         on_summary_event: receives every summariser event.
-        longterm: long-term memory, when it is on: with a chat model, each fold's summariser
-            call extracts the fold's cards too and stores them
+        archiver: long-term memory's archiver, when it is on: the jobs that archive cards
+            run it, and with a chat model (and ``extractor_for``) each fold's summariser call
+            extracts the fold's cards too and stores them through it
             (``memory.longterm.summary_and_cards``).
+        extractor_for: long-term memory's card extractor for a job's summary settings
+            (``LongTermMemory.extractor_for``), with ``archiver``.
     """
 
     def __init__(
@@ -141,10 +145,12 @@ class ConsolidationJobs:
         policy: FoldPolicy,
         summary: SummarySettings,
         on_summary_event: Callable[[SummaryEvent], None] | None = None,
-        longterm: LongTermMemory | None = None,
+        archiver: MessageArchiver | None = None,
+        extractor_for: Callable[[SummarySettings], CardExtractor] | None = None,
     ) -> None:
         self._messages = messages
-        self._longterm = longterm
+        self._archiver = archiver
+        self._extractor_for = extractor_for
         self._summaries = summaries
         self._chat = chat
         self._counter = counter
@@ -175,32 +181,28 @@ class ConsolidationJobs:
     def job_handlers(self, log: WorkerRun | None = None) -> dict[str, JobHandler]:
         """The worker's table: the handler of each job kind (``log`` collects what ran)."""
 
-        longterm = self._longterm
+        archiver = self._archiver
 
         def consolidate(job: Job) -> None:
             self.run(job, log)
-            if longterm is not None:
+            if archiver is not None:
                 # What the fold took out of the window became cards in its summariser call
                 # (``memory.longterm.summary_and_cards``); this archives what no such call
                 # covered (a fold without a model, messages before it), and is one query when
                 # there is none.
                 summary = self._summaries.get(job.user_id, job.session_id)
                 if summary is not None:
-                    longterm.archiver.archive_through(
-                        job.user_id, job.session_id, summary.boundary_seq
-                    )
+                    archiver.archive_through(job.user_id, job.session_id, summary.boundary_seq)
 
         def archive(job: Job) -> None:
-            if longterm is None:
+            if archiver is None:
                 return  # queued by a process with long-term memory on: nothing to do here
             if job.params.get(END_OF_SESSION):
-                longterm.archiver.archive_through(job.user_id, job.session_id, None)
+                archiver.archive_through(job.user_id, job.session_id, None)
             else:
                 summary = self._summaries.get(job.user_id, job.session_id)
                 if summary is not None:
-                    longterm.archiver.archive_through(
-                        job.user_id, job.session_id, summary.boundary_seq
-                    )
+                    archiver.archive_through(job.user_id, job.session_id, summary.boundary_seq)
 
         return {CONSOLIDATE: consolidate, CARDS: archive}
 
@@ -258,13 +260,14 @@ class ConsolidationJobs:
         counter = self._counter if fold.model == self._own.model else TiktokenCounter(fold.model)
         summarizer = Summarizer(self._chat, counter, fold.summary, on_event=self._on_summary_event)
         step = None
-        if self._longterm is not None and self._chat is not None:
+        archiver, extractor_for = self._archiver, self._extractor_for
+        if archiver is not None and extractor_for is not None and self._chat is not None:
             # One call per fold for the summary and the cards. Offline, the fold writes its raw
             # archive and the cards come from the rules after it, as they always did.
             shared = SharedFold(
                 summarizer,
-                self._longterm.extractor_for(fold.summary),
+                extractor_for(fold.summary),
                 on_event=self._on_summary_event,
             )
-            step = ArchivingFold(shared, self._longterm.archiver)
+            step = ArchivingFold(shared, archiver)
         return Consolidator(self._messages, self._summaries, summarizer, fold.policy, step=step)

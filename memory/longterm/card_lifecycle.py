@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from memory.cards import ExistingCard, ExtractedCard, decide_supersede
+from memory.cards import ExistingCard, decide_supersede
 from memory.cards.supersede import TASK_PREFIX
 from retrieval import CardDraft, CardIndex
 from storage import Card
@@ -87,15 +87,8 @@ class CardWriter:
         turns back on itself.
         """
         store = self._index.store
-        judged = ExtractedCard(
-            type=draft.type,
-            text=draft.text,
-            observed_at=said,
-            subject=draft.subject,
-            attribute=draft.attribute,
-        )
         decision = decide_supersede(
-            judged, [_existing(c) for c in current.values() if c.id != card.id]
+            draft, [_existing(c) for c in current.values() if c.id != card.id]
         )
         for conflict in decision.pinned_conflicts:
             logger.warning(

@@ -128,7 +128,8 @@ def build_parts(
         policy=policy,
         summary=summary,
         on_summary_event=on_summary_event,
-        longterm=longterm,
+        archiver=longterm.archiver if longterm is not None else None,
+        extractor_for=longterm.extractor_for if longterm is not None else None,
     )
     # Asked for again after a second (or the debounce) if the summary has not moved.
     queued = QueuedConsolidations(interval_seconds=max(1.0, summary.debounce_seconds))

@@ -75,3 +75,21 @@ def test_the_parts_bag_only_holds_what_was_wired() -> None:
     assert callable(SessionWriter.new_message)
     assert callable(Folding.load_window)
     assert callable(ConsolidationJobs.job_handlers)
+
+
+def test_consolidation_jobs_take_the_archiver_and_extractor_not_long_term_memory() -> None:
+    parameters = inspect.signature(ConsolidationJobs).parameters
+    hints = get_type_hints(ConsolidationJobs.__init__)
+    assert "longterm" not in parameters
+    assert {"archiver", "extractor_for"} <= set(parameters)
+    assert all(hint is not LongTermMemory for hint in hints.values())
+    assert hints["archiver"] == MessageArchiver | None
+
+
+def test_a_memory_s_jobs_archive_through_its_long_term_memory_s_archiver(
+    database: Database,
+) -> None:
+    mem = Memory(database, Settings(), embedder=HashingEmbedder(name=MINILM_NAME))
+    longterm = mem._parts.longterm
+    assert isinstance(longterm, LongTermMemory)
+    assert mem._parts.consolidations._archiver is longterm.archiver
