@@ -84,7 +84,7 @@ class SearchConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "turns-lines-2026-12"
+    name: str = "cut-lines-2026-12"
     tuned_on: str = (
         "LoCoMo conv-26, conv-30, conv-41 (development file); checked on conv-42, conv-43"
     )
