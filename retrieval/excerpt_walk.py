@@ -52,6 +52,7 @@ class Line:
     until: datetime | None = None
     neighbours: set[tuple[str, int]] = field(default_factory=set)
     shown: str | None = None
+    weighed: bool = False  # whether ``shown`` was decided (lines are cut when first looked at)
 
 
 def walk(
@@ -61,18 +62,20 @@ def walk(
     max_tokens: int | None,
     count: Callable[[str], int],
     fill: bool = False,
+    cut: Callable[[Line], str | None] | None = None,
 ) -> list[list[Line]]:
     """Take lines best first into excerpts until ``k`` excerpts or the budget (see module).
 
     A line that may not open a memory waits: it is taken as soon as a line next to it is.
     With ``fill``, a line that does not fit the budget is passed over, not the end: the
     later lines that still fit are taken (the budget is spent, not left at the first long
-    line).
+    line). ``cut`` gives what the prompt shows of a line (``Line.shown``), asked only of the
+    lines the walk looks at.
 
     Returns:
         The excerpts' lines, in the order the excerpts were opened.
     """
-    state = _Walk(order, k=k, max_tokens=max_tokens, count=count, fill=fill)
+    state = _Walk(order, k=k, max_tokens=max_tokens, count=count, fill=fill, cut=cut)
     waiting: list[Line] = []
     for line in order:
         taken = state.offer(line)
@@ -104,8 +107,10 @@ class _Walk:
         max_tokens: int | None,
         count: Callable[[str], int],
         fill: bool = False,
+        cut: Callable[[Line], str | None] | None = None,
     ) -> None:
         self.k, self.max_tokens, self.count, self.fill = k, max_tokens, count, fill
+        self.cut = cut
         self.groups: list[list[Line]] = []  # each excerpt's lines; emptied when merged
         self.tokens: list[int] = []
         self.group_of: dict[tuple[str, int], int] = {}
@@ -115,7 +120,7 @@ class _Walk:
 
     def touching(self, line: Line) -> list[int]:
         """The excerpts next to ``line`` (through lines left out as repeats)."""
-        reached = _reach(line, self.known, self.sent_words)
+        reached = _reach(line, self.known, self.sent_words, self.words)
         return sorted({self.group_of[key] for key in reached if key in self.group_of})
 
     def touches(self, line: Line) -> bool:
@@ -125,7 +130,7 @@ class _Walk:
     def offer(self, line: Line) -> bool | None:
         """Take ``line`` if it may be: ``True`` taken, ``False`` left out, ``None`` the end
         (it would open memory ``k + 1`` or not fit the budget)."""
-        words = shown_words(line)
+        words = self.words(line)
         touching = self.touching(line)
         if line.turn and words in self.sent_words:
             # Never twice in one prompt; the passages either side of it are still one.
@@ -153,6 +158,12 @@ class _Walk:
         self.covered.update(line.message_ids)
         return True
 
+    def words(self, line: Line) -> str:
+        """``shown_words`` of a line, cut first if it was not yet."""
+        if self.cut is not None and line.turn and not line.weighed:
+            line.shown, line.weighed = self.cut(line), True
+        return shown_words(line)
+
     def _join(self, touching: list[int], merged: list[Line], cost: int) -> None:
         """Make the excerpts ``touching`` one (the first of them), holding ``merged``."""
         target = touching[0]
@@ -168,14 +179,17 @@ class _Walk:
 
 
 def _reach(
-    line: Line, known: dict[tuple[str, int], Line], sent_words: set[str]
+    line: Line,
+    known: dict[tuple[str, int], Line],
+    sent_words: set[str],
+    words: Callable[[Line], str],
 ) -> set[tuple[str, int]]:
     """The lines next to ``line``, looking through lines that repeat words sent already:
     they are left out, yet the lines either side of them are one passage."""
     reached, frontier = set(line.neighbours), list(line.neighbours)
     while frontier:
         neighbour = known.get(frontier.pop())
-        if neighbour is not None and neighbour.turn and shown_words(neighbour) in sent_words:
+        if neighbour is not None and neighbour.turn and words(neighbour) in sent_words:
             for key in neighbour.neighbours - reached - {line.key}:
                 reached.add(key)
                 frontier.append(key)

@@ -195,11 +195,14 @@ def compose_excerpts(
             line.card,
         ),
     )
-    if config.trim_lines:
-        for line in order:
-            if line.turn:
-                line.shown = cut_line(line.text, wanted, config)
-    groups = walk(order, k=k, max_tokens=max_tokens, count=count, fill=config.fill_budget)
+    groups = walk(
+        order,
+        k=k,
+        max_tokens=max_tokens,
+        count=count,
+        fill=config.fill_budget,
+        cut=(lambda line: cut_line(line.text, wanted, config)) if config.trim_lines else None,
+    )
     return [_excerpt(group, candidates) for group in groups]
 
 
