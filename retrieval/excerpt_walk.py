@@ -14,7 +14,7 @@ from datetime import datetime
 
 from retrieval.turns import day_text
 
-__all__ = ["Line", "day_text", "render", "walk", "words_of"]
+__all__ = ["Line", "day_text", "render", "shown_words", "walk", "words_of"]
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Line:
 
     Attributes:
         key: ``("message", id)`` for a line of a turn card, ``("card", id)`` for a whole card.
-        text: What the prompt shows (``Speaker: text``, or a whole card with its day).
+        text: What was said (``Speaker: text``, or a whole card with its day).
         terms: Its search terms.
         day: The day label of the turn card it came from.
         message_ids: Its source messages.
@@ -35,6 +35,8 @@ class Line:
         until: The end of its validity when the card that gave its score holds a value that
             no longer holds (``memory.longterm.validity``); the excerpt shows it first.
         neighbours: The lines next to it in the conversation.
+        shown: What the prompt shows of it, when not all of ``text`` (cut to the sentences
+            that hold the query's words); repeats are still told by ``text``.
     """
 
     key: tuple[str, int]
@@ -49,6 +51,8 @@ class Line:
     whole_turn: bool = False
     until: datetime | None = None
     neighbours: set[tuple[str, int]] = field(default_factory=set)
+    shown: str | None = None
+    weighed: bool = False  # whether ``shown`` was decided (lines are cut when first looked at)
 
 
 def walk(
@@ -57,15 +61,21 @@ def walk(
     k: int,
     max_tokens: int | None,
     count: Callable[[str], int],
+    fill: bool = False,
+    cut: Callable[[Line], str | None] | None = None,
 ) -> list[list[Line]]:
     """Take lines best first into excerpts until ``k`` excerpts or the budget (see module).
 
     A line that may not open a memory waits: it is taken as soon as a line next to it is.
+    With ``fill``, a line that does not fit the budget is passed over, not the end: the
+    later lines that still fit are taken (the budget is spent, not left at the first long
+    line). ``cut`` gives what the prompt shows of a line (``Line.shown``), asked only of the
+    lines the walk looks at.
 
     Returns:
         The excerpts' lines, in the order the excerpts were opened.
     """
-    state = _Walk(order, k=k, max_tokens=max_tokens, count=count)
+    state = _Walk(order, k=k, max_tokens=max_tokens, count=count, fill=fill, cut=cut)
     waiting: list[Line] = []
     for line in order:
         taken = state.offer(line)
@@ -96,8 +106,11 @@ class _Walk:
         k: int,
         max_tokens: int | None,
         count: Callable[[str], int],
+        fill: bool = False,
+        cut: Callable[[Line], str | None] | None = None,
     ) -> None:
-        self.k, self.max_tokens, self.count = k, max_tokens, count
+        self.k, self.max_tokens, self.count, self.fill = k, max_tokens, count, fill
+        self.cut = cut
         self.groups: list[list[Line]] = []  # each excerpt's lines; emptied when merged
         self.tokens: list[int] = []
         self.group_of: dict[tuple[str, int], int] = {}
@@ -107,7 +120,7 @@ class _Walk:
 
     def touching(self, line: Line) -> list[int]:
         """The excerpts next to ``line`` (through lines left out as repeats)."""
-        reached = _reach(line, self.known, self.sent_words)
+        reached = _reach(line, self.known, self.sent_words, self.words)
         return sorted({self.group_of[key] for key in reached if key in self.group_of})
 
     def touches(self, line: Line) -> bool:
@@ -117,7 +130,7 @@ class _Walk:
     def offer(self, line: Line) -> bool | None:
         """Take ``line`` if it may be: ``True`` taken, ``False`` left out, ``None`` the end
         (it would open memory ``k + 1`` or not fit the budget)."""
-        words = words_of(line.text)
+        words = self.words(line)
         touching = self.touching(line)
         if line.turn and words in self.sent_words:
             # Never twice in one prompt; the passages either side of it are still one.
@@ -135,7 +148,7 @@ class _Walk:
         cost = self.count(render(merged))
         others = sum(self.tokens) - sum(self.tokens[g] for g in touching)
         if self.max_tokens is not None and others + cost > self.max_tokens:
-            return None
+            return False if self.fill else None
         if not touching:
             touching = [len(self.groups)]
             self.groups.append([])
@@ -144,6 +157,12 @@ class _Walk:
         self.sent_words.add(words)
         self.covered.update(line.message_ids)
         return True
+
+    def words(self, line: Line) -> str:
+        """``shown_words`` of a line, cut first if it was not yet."""
+        if self.cut is not None and line.turn and not line.weighed:
+            line.shown, line.weighed = self.cut(line), True
+        return shown_words(line)
 
     def _join(self, touching: list[int], merged: list[Line], cost: int) -> None:
         """Make the excerpts ``touching`` one (the first of them), holding ``merged``."""
@@ -160,14 +179,17 @@ class _Walk:
 
 
 def _reach(
-    line: Line, known: dict[tuple[str, int], Line], sent_words: set[str]
+    line: Line,
+    known: dict[tuple[str, int], Line],
+    sent_words: set[str],
+    words: Callable[[Line], str],
 ) -> set[tuple[str, int]]:
     """The lines next to ``line``, looking through lines that repeat words sent already:
     they are left out, yet the lines either side of them are one passage."""
     reached, frontier = set(line.neighbours), list(line.neighbours)
     while frontier:
         neighbour = known.get(frontier.pop())
-        if neighbour is not None and neighbour.turn and words_of(neighbour.text) in sent_words:
+        if neighbour is not None and neighbour.turn and words(neighbour) in sent_words:
             for key in neighbour.neighbours - reached - {line.key}:
                 reached.add(key)
                 frontier.append(key)
@@ -178,12 +200,18 @@ def render(lines: Sequence[Line]) -> str:
     """An excerpt's text: its lines in conversation order, the first one's day first, and
     before it the end of the validity of a stale line among them (``[until 4 April 2025]``)."""
     ordered = sorted(lines, key=lambda line: line.key)
-    body = "\n".join(line.text for line in ordered)
+    body = "\n".join(line.text if line.shown is None else line.shown for line in ordered)
     day = next((line.day for line in ordered if line.day), None)
     text = f"{day} {body}" if day else body
     stale = [line.until for line in ordered if line.turn and line.until is not None]
     until = min(stale, default=None)  # a whole card shows its own validity in its text
     return f"[until {day_text(until)}] {text}" if until is not None else text
+
+
+def shown_words(line: Line) -> str:
+    """A line as the prompt shows it, compared for repeats (``words_of``): two lines cut to
+    the same words are one line to the reader."""
+    return words_of(line.text if line.shown is None else line.shown)
 
 
 def words_of(text: str) -> str:

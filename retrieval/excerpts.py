@@ -11,13 +11,20 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    gets a score from the best-ranked card holding it (``SearchConfig.line_*``): the card's
    rank, where the line sits against the card's best line (the one holding most query terms),
    whether it asks instead of telling (or repeats word for word what was said elsewhere:
-   boilerplate), and the share of the query's terms it holds. Any other card is one line.
-3. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
+   boilerplate), whether its speaker is someone the query names, and the share of the
+   query's terms it holds. Any other card is one line.
+3. **Cut lines** (``SearchConfig.trim_lines``). A turn line is cut to its sentences that hold
+   the query's terms, ``…`` where sentences were left out; a line holding none (the context
+   around the best line) to its first ``context_sentences``. The evidence is the message,
+   which the memory still cites; what it costs is its words: on LoCoMo a line sent at 1,024
+   tokens took 41 tokens whole and 18 cut, and twice as many lines fit (50 against 24).
+4. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
    value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its
-   excerpt (consecutive lines of one conversation are one memory, dated once), a line said
-   word for word already is left out, and the walk stops at the first line that would start
-   memory ``k + 1`` or would not fit the token budget.
+   excerpt (consecutive lines of one conversation are one memory, dated once), a line whose
+   shown words were sent already is left out, and the walk stops at the first line that would
+   start memory ``k + 1``; a line that would not fit the token budget is passed over for the
+   later ones that fit (``fill_budget``), or ends the walk.
 
 Pure: no database, no model; the caller passes the token count of a memory as its prompt
 carries it.
@@ -25,23 +32,19 @@ carries it.
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
+from retrieval.excerpt_text import asks, bare_question, cut_line, line_terms
 from retrieval.excerpt_walk import Line, day_text, render, walk, words_of
-from retrieval.keywords import analyze, is_cjk_term
+from retrieval.keywords import is_cjk_term
 from retrieval.recipe import SearchConfig
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
 
 __all__ = ["Excerpt", "Gate", "compose_excerpts", "relevant_cards"]
-
-# The end of a sentence: its mark(s), then a space or the end; a full-width CJK mark anywhere.
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+")
 
 
 class Gate(BaseModel):
@@ -192,7 +195,14 @@ def compose_excerpts(
             line.card,
         ),
     )
-    groups = walk(order, k=k, max_tokens=max_tokens, count=count)
+    groups = walk(
+        order,
+        k=k,
+        max_tokens=max_tokens,
+        count=count,
+        fill=config.fill_budget,
+        cut=(lambda line: cut_line(line.text, wanted, config)) if config.trim_lines else None,
+    )
     return [_excerpt(group, candidates) for group in groups]
 
 
@@ -282,7 +292,7 @@ def _lines_of(
     for message_id, text in zip(card.source_message_ids, split.lines, strict=True):
         key = ("message", message_id)
         if key not in known:
-            terms = _terms(text, config)
+            terms = line_terms(text, config)
             known[key] = Line(key, text, terms, split.day, (message_id,), True)
         parts.append(known[key])
     for before, after in itertools.pairwise(parts):
@@ -310,12 +320,15 @@ def _score_lines(
         offset = abs(index - best)
         placed = {0: 0.0, 1: config.line_after if index > best else config.line_before}
         repeated = len(said[words_of(line.text)]) > 1
-        asks = line.turn and (_asks(line.text) or repeated)
-        line.opens = not (line.turn and (repeated or _bare_question(line.text)))
+        asking = line.turn and (asks(line.text) or repeated)
+        line.opens = not (line.turn and (repeated or bare_question(line.text)))
+        speaker, colon, _ = line.text.partition(": ")
+        named = line.turn and bool(colon) and bool(line_terms(speaker, config) & wanted)
         score = (
-            config.line_rank * math.log1p(rank)
+            (config.line_speaker if named else 0.0)
+            + config.line_rank * math.log1p(rank)
             + placed.get(offset, config.line_farther)
-            + (config.line_question if asks else 0.0)
+            + (config.line_question if asking else 0.0)
             + config.line_coverage * coverage[index]
         )
         if score > line.score:
@@ -340,28 +353,7 @@ def _excerpt(
     )
 
 
-@lru_cache(maxsize=4096)
-def _text_terms(text: str, stop_words: frozenset[str]) -> frozenset[str]:
-    # Remembered: the same cards come back request after request, and stemming is Python.
-    return frozenset(analyze(text, stop_words))
-
-
-def _terms(text: str, config: SearchConfig) -> frozenset[str]:
-    return _text_terms(text, config.stop_words)
-
-
 def _card_terms(hit: ScoredCard, config: SearchConfig) -> frozenset[str]:
     """A card's search terms: as stored, when the search read them (the same analysis of the
     same text, made when the card was stored), else analysed now."""
-    return hit.terms if hit.terms is not None else _terms(hit.card.text, config)
-
-
-def _bare_question(text: str) -> bool:
-    """Whether a line is a question and nothing else (one sentence, ending with ``?``)."""
-    said = text.split(": ", 1)[-1]
-    return _asks(said) and len(_SENTENCE_END.findall(said.rstrip())) == 1
-
-
-def _asks(text: str) -> bool:
-    """Whether a line asks rather than tells: it ends with a question mark."""
-    return text.rstrip().endswith(("?", "\uff1f"))  # and the full-width one of CJK text
+    return hit.terms if hit.terms is not None else line_terms(hit.card.text, config)

@@ -71,11 +71,20 @@ class SearchConfig(BaseModel):
         line_question: Weight of a line that asks rather than tells (ends with a question
             mark), or repeats word for word a line said elsewhere (boilerplate).
         line_coverage: Weight of the share of the query's search terms the line holds.
+        line_speaker: Weight of a line said by someone the query names ("what does Melanie
+            do?": Melanie's own lines, not those addressed to her).
+        fill_budget: Go on past a line that does not fit the token budget, taking the later
+            (shorter) lines that still fit, instead of ending the memories there.
+        trim_lines: Cut a turn line to its sentences that hold the query's search terms
+            (``…`` where sentences were left out); a line holding none is cut to its first
+            ``context_sentences``.
+        context_sentences: Sentences kept of a line holding none of the query's terms when
+            lines are trimmed (0: kept whole).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "turns-lines-2026-12"
+    name: str = "cut-lines-2026-12"
     tuned_on: str = (
         "LoCoMo conv-26, conv-30, conv-41 (development file); checked on conv-42, conv-43"
     )
@@ -88,13 +97,17 @@ class SearchConfig(BaseModel):
     candidates: int = Field(default=100, ge=1)
     min_similarity: float | None = Field(default=None, ge=-1, le=1)
     min_keyword_share: float = Field(default=0.5, ge=0, le=1)
-    excerpt_cards: int = Field(default=60, ge=1)
+    excerpt_cards: int = Field(default=100, ge=1)
     line_rank: float = -1.35
     line_after: float = -0.25
     line_before: float = -1.0
     line_farther: float = -0.35
     line_question: float = -1.3
     line_coverage: float = 3.0
+    line_speaker: float = 0.5
+    fill_budget: bool = True
+    trim_lines: bool = True
+    context_sentences: int = Field(default=1, ge=0)
 
 
 #: The recipe with no relevance gate (the scale of an unmeasured embedder is unknown).

@@ -234,3 +234,85 @@ def test_a_cjk_query_has_no_gate() -> None:
     card = turn_card(8, [(1, "User: 我家在天津。")])
     assert compose([hit(card, similarity=0.0)], "我现在家在哪里") != []
     assert compose([hit(card, similarity=0.0)], "where is my home now?") == []
+
+
+#: The recipe's lines cut to what matches (its default), and the same recipe sending whole lines.
+TRIMMED = GATED
+WHOLE = GATED.model_copy(update={"trim_lines": False})
+
+
+def test_a_line_is_cut_to_its_sentences_that_hold_the_query_words() -> None:
+    card = turn_card(
+        1,
+        [
+            (
+                1,
+                "User: Hi there! Long week. We adopted a puppy named Biscuit. Anyway, how are you?",
+            ),
+            (2, "Bot: Lovely to hear. What a week. Tell me more."),
+        ],
+    )
+    [text] = compose([hit(card)], "puppy Biscuit", config=TRIMMED)
+    # The matching sentence of the best line; its reply cut to its first sentence.
+    assert (
+        text == "[8 May 2023] User: … We adopted a puppy named Biscuit. …\nBot: Lovely to hear. …"
+    )
+    [whole] = compose([hit(card)], "puppy Biscuit", config=WHOLE)
+    assert words(text) < words(whole)
+    # Every line is still its source: the memory cites the same messages.
+    [excerpt] = compose_excerpts(
+        [hit(card)], analyze("puppy Biscuit"), TRIMMED, k=4, max_tokens=None, count=words
+    )
+    assert excerpt.message_ids == (1, 2)
+
+
+def test_cut_lines_let_more_evidence_fit_the_same_budget() -> None:
+    filler = " Nothing else to say about it really." * 4
+    cards = [
+        turn_card(i, [(10 * i, f"User: The puppy learned trick number {i}.{filler}")])
+        for i in range(1, 5)
+    ]
+    hits = [hit(card) for card in cards]
+    whole = compose(hits, "puppy trick", k=10, max_tokens=60, config=WHOLE)
+    cut = compose(hits, "puppy trick", k=10, max_tokens=60, config=TRIMMED)
+    assert sum(words(text) for text in cut) <= 60
+    assert len(cut) == 4 > len(whole)
+
+
+def test_two_lines_cut_to_the_same_words_are_sent_once() -> None:
+    first = turn_card(1, [(1, "User: I like green tea."), (2, "Bot: Noted. Have a nice day.")])
+    second = turn_card(2, [(5, "User: Mostly tea, really."), (6, "Bot: Noted. See you soon.")])
+    texts = compose([hit(first), hit(second)], "tea", config=TRIMMED)
+    lines = [line for text in texts for line in text.split("\n")]
+    assert sum(line.endswith("Bot: Noted. …") for line in lines) == 1
+    assert any("green tea" in text for text in texts) and any("Mostly tea" in t for t in texts)
+
+
+def test_the_budget_is_spent_past_a_line_that_does_not_fit() -> None:
+    long = turn_card(1, [(1, "User: puppy " + "words " * 30)])
+    short = turn_card(2, [(5, "User: the puppy is called Biscuit.")])
+    hits = [hit(long), hit(short)]
+    ended = GATED.model_copy(update={"fill_budget": False})
+    assert compose(hits, "puppy", max_tokens=20, config=ended) == []  # ends at the long line
+    assert compose(hits, "puppy", max_tokens=20) == [
+        "[8 May 2023] User: the puppy is called Biscuit."
+    ]
+
+
+def test_a_line_said_by_the_person_the_query_names_comes_before_one_said_to_them() -> None:
+    card = turn_card(
+        1,
+        [
+            (1, "Caroline: Melanie, you should try pottery."),
+            (2, "Caroline: Anyway, how was the weekend?"),
+            (3, "Melanie: I started pottery classes."),
+        ],
+    )
+    config = TRIMMED.model_copy(update={"line_speaker": 0.5})
+    assert compose([hit(card)], "What does Melanie do? pottery", k=1, config=config) == [
+        "[8 May 2023] Melanie: I started pottery classes."
+    ]
+    unnamed = config.model_copy(update={"line_speaker": 0.0})
+    assert compose([hit(card)], "What does Melanie do? pottery", k=1, config=unnamed) == [
+        "[8 May 2023] Caroline: Melanie, you should try pottery."
+    ]

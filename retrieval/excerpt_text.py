@@ -1,0 +1,77 @@
+"""A line's text for recall: its terms, its sentences, whether it asks, and the line cut to
+what the query asks for (``retrieval.excerpts``)."""
+
+import re
+from functools import lru_cache
+
+from retrieval.keywords import analyze
+from retrieval.recipe import SearchConfig
+
+__all__ = ["asks", "bare_question", "cut_line", "line_terms", "sentences_of"]
+
+# The end of a sentence: its mark(s), then a space or the end; a full-width CJK mark anywhere.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+")
+
+
+@lru_cache(maxsize=4096)
+def _text_terms(text: str, stop_words: frozenset[str]) -> frozenset[str]:
+    # Remembered: the same cards come back request after request, and stemming is Python.
+    return frozenset(analyze(text, stop_words))
+
+
+def line_terms(text: str, config: SearchConfig) -> frozenset[str]:
+    """A text's search terms under the recipe's stop words (remembered)."""
+    return _text_terms(text, config.stop_words)
+
+
+def cut_line(text: str, wanted: set[str], config: SearchConfig) -> str | None:
+    """A turn line cut to its sentences that hold the query's terms (``…`` for each run of
+    sentences left out), or to its first ``context_sentences`` when none does; ``None`` when
+    nothing would be cut."""
+    speaker, colon, said = text.partition(": ")
+    if not colon:
+        speaker, said = "", text
+    sentences = sentences_of(said)
+    if len(sentences) < 2:
+        return None
+    keep = [bool(line_terms(sentence, config) & wanted) for sentence in sentences]
+    if not any(keep):
+        if not config.context_sentences:
+            return None
+        keep = [i < config.context_sentences for i in range(len(sentences))]
+    if all(keep):
+        return None
+    parts: list[str] = []
+    for sentence, kept in zip(sentences, keep, strict=True):
+        if kept:
+            parts.append(sentence)
+        elif not parts or parts[-1] != "…":
+            parts.append("…")
+    body = " ".join(parts)
+    return f"{speaker}: {body}" if speaker else body
+
+
+def sentences_of(text: str) -> list[str]:
+    """A text's sentences (each with its end mark), a shared image's caption one of them."""
+    pieces: list[str] = []
+    start = 0
+    for end in _SENTENCE_END.finditer(text):
+        piece = text[start : end.end()].strip()
+        if piece:
+            pieces.append(piece)
+        start = end.end()
+    rest = text[start:].strip()
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+def bare_question(text: str) -> bool:
+    """Whether a line is a question and nothing else (one sentence, ending with ``?``)."""
+    said = text.split(": ", 1)[-1]
+    return asks(said) and len(_SENTENCE_END.findall(said.rstrip())) == 1
+
+
+def asks(text: str) -> bool:
+    """Whether a line asks rather than tells: it ends with a question mark."""
+    return text.rstrip().endswith(("?", "\uff1f"))  # and the full-width one of CJK text
