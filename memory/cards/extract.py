@@ -112,7 +112,7 @@ class ReplyCard(BaseModel):
     source: list[int] = Field(min_length=1)
 
 
-class _Reply(BaseModel):
+class _ExtractionReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     cards: list[ReplyCard]
@@ -250,7 +250,7 @@ def parse_reply(
             the batch, or a date is not an ISO date.
     """
     try:
-        reply = _Reply.model_validate_json(json_text(text, model))
+        reply = _ExtractionReply.model_validate_json(json_text(text, model))
     except ValidationError as error:
         raise _malformed(error, model) from error
     return _drafts(reply.cards, messages, model)

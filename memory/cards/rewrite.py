@@ -130,7 +130,7 @@ class Deadline:
             raise DeadlinePassed(f"no answer within {self.seconds * 1000:.0f} ms", True) from None
 
 
-class _Reply(BaseModel):
+class _RewriteReply(BaseModel):
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
 
     query: str = Field(min_length=1)
@@ -245,7 +245,7 @@ def _request(input: str, turns: list[str]) -> list[dict[str, Any]]:
 
 def _accept(text: str, input: str, model: str) -> str:
     try:
-        query = _Reply.model_validate_json(json_text(text, model)).query
+        query = _RewriteReply.model_validate_json(json_text(text, model)).query
     except ValidationError as error:
         raise LLMError(f"{model}: malformed rewrite reply: {error.errors()[0]['msg']}") from error
     # A rewrite resolves references; one many times longer than the input is an answer.
