@@ -9,6 +9,7 @@ from typing import Any
 import hypothesis
 import pytest
 from child_process import Child, Spawn
+from databases import drop_pending_jobs
 from sqlalchemy import text
 
 import storage.engine
@@ -74,11 +75,16 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder
 
 
+#: The run's shared database, once a test has asked for it.
+_shared: list[Database] = []
+
+
 @pytest.fixture(scope="session")
 def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """An open, migrated embedded database shared by the whole test run (by each worker
     process's tests under pytest-xdist: every worker starts a server of its own)."""
     opened = Database.open(None, data_dir=tmp_path_factory.mktemp("stratamem"))
+    _shared.append(opened)
     # The run's server is scratch: nothing on it must outlive a power cut, and on a shared disk
     # each commit's fsync took tens of milliseconds (half the wall time of the storage tests).
     # A crash of the server or of a client (the restart tests) still loses nothing: what was
@@ -87,9 +93,24 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
         connection.execute(text("ALTER SYSTEM SET fsync = off"))
         connection.execute(text("SELECT pg_reload_conf()"))
     yield opened
+    _shared.remove(opened)
     opened.close()
     assert opened.data_folder is not None
     stop_embedded(opened.data_folder)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_jobs_left_for_the_next_module() -> Iterator[None]:
+    """When a test module ends, the jobs it left queued on the shared database are deleted.
+
+    Most tests queue jobs that no worker runs (every recorded exchange queues its cards); a
+    later module's ``run_worker(until_idle=True)`` on the same database would run them all
+    (71 s for one test of tests/memory/test_facade.py in CI). Torn down after the module's
+    own fixtures, so a worker of the module's own has stopped.
+    """
+    yield
+    for shared in _shared:
+        drop_pending_jobs(shared)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""How the suite itself runs: CI's hypothesis profile, the ``slow`` marker of the quick loop, and
-scripts/check's worker processes (pytest-xdist)."""
+"""How the suite itself runs: CI's hypothesis profile, the ``slow`` marker of the quick loop,
+scripts/check's worker processes (pytest-xdist), and no job left queued from one module to the
+next."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import hypothesis
 import pytest
+from databases import drop_pending_jobs, last_job_id, own_database
 from sqlalchemy import text
 
-from storage import Database
+from storage import Database, JobQueue
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,3 +136,53 @@ def test_the_workers_of_a_run_share_one_user_cache(tmp_path: Path) -> None:
     ran = [line for line in said if line[0] == "ran"]
     assert {worker for _, _, worker, _ in ran} == {"gw0", "gw1"}
     assert {cache for _, _, _, cache in ran} == {str(tmp_path / "run" / "cache")}
+
+
+def test_dropping_pending_jobs_leaves_those_a_worker_holds(database: Database) -> None:
+    with own_database(database, "suite") as own:
+        queue = JobQueue(own)
+        assert queue.enqueue("kind-a", "u", "s1") and queue.enqueue("kind-a", "u", "s2")
+        held = queue.claim("worker-1", kinds=["kind-a"])
+        assert held is not None
+        mark = last_job_id(own)
+        assert queue.enqueue("kind-a", "u", "s3")
+
+        assert drop_pending_jobs(own, after=mark) == 1  # s3 only: queued after the mark
+        assert drop_pending_jobs(own) == 1  # then the one left before it
+        assert queue.pending() == 0
+        assert queue.complete(held)  # the worker's job is still there to finish
+
+
+# Two modules of a run of their own, on the run's conftest: the first queues a job and leaves
+# it; the second finds the queue empty.
+_LEAVES = """
+from storage import JobQueue
+
+
+def test_queues_a_job_no_worker_runs(database):
+    assert JobQueue(database).enqueue("left-behind", "u", "s")
+"""
+_FINDS = """
+from storage import JobQueue
+
+
+def test_finds_no_job_left(database):
+    assert JobQueue(database).pending() == 0
+"""
+
+
+@pytest.mark.slow
+def test_the_jobs_a_module_leaves_are_gone_when_the_next_one_starts(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_a_leaves.py").write_text(_LEAVES, encoding="utf-8")
+    (tests / "test_b_finds.py").write_text(_FINDS, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "run"),
+         str(tests / "test_a_leaves.py"), str(tests / "test_b_finds.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 passed" in done.stdout
