@@ -1,5 +1,6 @@
-"""A database of a test module's own, on the test run's shared embedded server; how many rows a
-user has in each table; and how a test takes an embedded server down as an outage would."""
+"""A database of a test module's own, on the test run's shared embedded server; the jobs a test
+leaves queued; how many rows a user has in each table; and how a test takes an embedded server
+down as an outage would."""
 
 import contextlib
 import uuid
@@ -31,6 +32,26 @@ def own_database(database: Database, prefix: str) -> Iterator[Database]:
         opened.close()
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+def last_job_id(database: Database) -> int:
+    """The id of the newest job in ``database``'s queue (0 when it never held one)."""
+    with database.engine.connect() as connection:
+        return int(connection.scalar(text("SELECT coalesce(max(id), 0) FROM jobs")))
+
+
+def drop_pending_jobs(database: Database, *, after: int = 0) -> int:
+    """Delete the jobs queued after job ``after`` that no worker has taken; how many.
+
+    The job queue is global: what a test queues and leaves (no worker runs in most tests) is
+    taken by the next worker that runs until idle on the same database, in whatever module.
+    A job a worker holds already is left to it.
+    """
+    with database.engine.begin() as connection:
+        deleted = connection.execute(
+            text("DELETE FROM jobs WHERE status = 'pending' AND id > :after"), {"after": after}
+        )
+    return deleted.rowcount
 
 
 def user_rows(database: Database, user_id: str, tables: Iterable[str]) -> dict[str, int]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from databases import drop_pending_jobs, last_job_id
 from sqlalchemy import event
 
 import storage.messages.store
@@ -50,12 +51,14 @@ def facade_database(database_url: str) -> Iterator[Database]:
 
 
 @pytest.fixture
-def make_memory(facade_database: Database) -> Callable[..., Memory]:
+def make_memory(facade_database: Database) -> Iterator[Callable[..., Memory]]:
     """Build a ``Memory`` on this module's database with the given settings.
 
     Consolidation jobs are due at once (no debounce), so a test that queues one can run the
-    worker until idle and leave no job behind for other tests.
+    worker until idle. What a test leaves queued is deleted after it: a later test's worker
+    would run it (the job queue is global).
     """
+    before = last_job_id(facade_database)
 
     def make(**settings: Any) -> Memory:
         settings = {"summary": {"debounce_seconds": 0}, **settings}
@@ -63,7 +66,8 @@ def make_memory(facade_database: Database) -> Callable[..., Memory]:
             facade_database, Settings(**settings), embedder=HashingEmbedder(name=MINILM_NAME)
         )
 
-    return make
+    yield make
+    drop_pending_jobs(facade_database, after=before)
 
 
 @pytest.fixture
