@@ -14,6 +14,7 @@ def test_public_names() -> None:
     assert sorted(storage.__all__) == [
         "ArchiveMarks",
         "Card",
+        "CardDraft",
         "CardFilter",
         "CardMatch",
         "CardStore",
