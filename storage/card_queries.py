@@ -118,6 +118,7 @@ class CardQueries:
         where: CardFilter = _NO_FILTER,
         during: tuple[datetime, datetime] | None = None,
         held: bool = False,
+        current: tuple[int, int] | None = None,
     ) -> Candidates:
         """Return the candidates of a hybrid search in one statement: the vector ranking
         ``search_vector`` gives (exact scan), the keyword ranking (Okapi BM25 over the user's
@@ -140,6 +141,10 @@ class CardQueries:
                 said (``observed_at``) or happening (``occurred_at``) in it, nearest first.
             held: The caller holds the user's current vectors: no ``dense`` ranking, and no
                 similarity of the keyword ranking's cards.
+            current: A version of the user's cards and how many were current at it (the
+                caller's held vectors): when the statement sees that version, a search
+                without filters reads fewer keyword candidates, for the same ranking
+                (``candidate_sql``). Ignored with filters.
 
         Returns:
             The rankings, best first, the cosine similarity of every candidate scored in
@@ -159,12 +164,21 @@ class CardQueries:
             k1=BM25_K1,
             b=BM25_B,
         )
+        if where != _NO_FILTER:
+            current = None  # the other filters leave out more than the superseded cards
+        params.update(
+            current_version=None if current is None else current[0],
+            current_cards=None if current is None else current[1],
+        )
         window = 4 * limit
         statement = driver_sql(self._database, sql)
         with driver_autocommit(self._database) as connection:
             while True:
                 params["window"] = window
                 found = _candidates(connection.execute(statement, params).fetchall())
+                if current is not None and found.version == current[0]:
+                    # The statement read this many (``candidate_sql``'s ``win``).
+                    window = min(window, limit + max(found.cards - current[1], 0))
                 # Filters dropped so many of the best-scored cards that fewer than ``limit``
                 # are left: widen the window to every scored card at once. A filter that keeps
                 # few cards (superseded ones, one type) would otherwise cost a statement per
@@ -173,6 +187,7 @@ class CardQueries:
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
                 window = found.scored
+                params.update(current_version=None, current_cards=None)
         return Candidates(
             found.dense, found.keyword, found.timed, found.similarity, found.cards, found.version
         )

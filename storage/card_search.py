@@ -70,7 +70,17 @@ def candidate_sql(
     ``held`` (the caller holds the user's current vectors in memory, ``storage.card_vectors``:
     the ``d`` and ``s`` rows are left out, the caller computes them at the version the ``n``
     row gives), and with
-    ``keywords``: ``terms``, ``k1``, ``b``, ``window``; with ``during``: nothing more.
+    ``keywords``: ``terms``, ``k1``, ``b``, ``window``, ``current_version`` and
+    ``current_cards`` (both may be None); with ``during``: nothing more.
+
+    The keyword ranking reads the ``window`` best scored cards (superseded ones included) and
+    keeps the ``limit`` best that pass the filters. When the caller knows how many current
+    cards the user has at some version (``current_cards`` at ``current_version``: its held
+    vectors) and the statement sees that version, a search of current cards reads only
+    ``limit`` more than the user's other cards (if fewer than ``window``): at most that many
+    superseded cards can score above the ``limit``-th current one, so the ranking is the same,
+    and the pruned scoring below adds the common terms' scores to a quarter as many cards
+    when none is superseded (the most of a search's time at 10,000 cards: BENCHMARKS.md).
 
     The keyword ranking does not scan the query's common terms (held by more than
     ``COMMON_TERM_SHARE`` of the user's cards, by ``card_term_counts``) when it need not: it
@@ -133,7 +143,8 @@ def candidate_sql(
             "WHERE NOT coalesce((SELECT exact FROM cut), false))",
             # Only the best ``window`` scored cards are joined to cards for the filters; the
             # caller widens the window when the filters left fewer than ``limit``.
-            "top AS (SELECT * FROM scored ORDER BY score DESC, card_id LIMIT :window)",
+            "top AS (SELECT * FROM scored ORDER BY score DESC, card_id "
+            "LIMIT (SELECT rows FROM win))",
             # One index lookup per scored card (``OFFSET 0`` keeps the lateral subquery from
             # being flattened into a join that reads every current card id of the user).
             "keyword AS MATERIALIZED (SELECT c.id, top.score, "
@@ -173,6 +184,11 @@ def _bm25(alias: str, idf: str) -> str:
 def _pruned_keyword_ctes() -> list[str]:
     """The pruned keyword scoring of ``candidate_sql``, ending in ``pruned`` and ``cut``."""
     return [
+        # How many of the best scored cards the keyword ranking reads (see ``candidate_sql``).
+        "win AS MATERIALIZED (SELECT CASE WHEN s.version = CAST(:current_version AS bigint) "
+        "THEN least(:window, :limit + greatest(s.cards - CAST(:current_cards AS bigint), 0)) "
+        "ELSE :window END AS rows FROM (SELECT (SELECT version FROM stats) AS version, "
+        "coalesce((SELECT cards FROM stats), 0) AS cards) AS s)",
         "df AS MATERIALIZED (SELECT t.term, "
         "ln(1 + (s.n - t.cards + 0.5) / (t.cards + 0.5)) AS idf, "
         f"t.cards > {COMMON_TERM_SHARE} * s.n AS common "
@@ -188,8 +204,9 @@ def _pruned_keyword_ctes() -> list[str]:
         "CROSS JOIN stats AS s WHERE m.user_id = :user_id "
         "AND m.term = ANY(ARRAY(SELECT term FROM df WHERE NOT common)) GROUP BY m.card_id)",
         "cut AS MATERIALIZED (SELECT coalesce(min(score), 0) AS score, "
-        "(b.terms = 0 OR (count(*) >= :window AND min(score) > b.most)) AS exact "
-        "FROM (SELECT score FROM partial ORDER BY score DESC LIMIT :window) AS best "
+        "(b.terms = 0 OR (count(*) >= (SELECT rows FROM win) AND min(score) > b.most)) "
+        "AS exact FROM (SELECT score FROM partial ORDER BY score DESC "
+        "LIMIT (SELECT rows FROM win)) AS best "
         "CROSS JOIN bound AS b GROUP BY b.terms, b.most)",
         # Only cards within the common terms' share of the window-th best can be among the
         # window best; their common terms are read by card and term (one probe each).

@@ -29,6 +29,7 @@ from memory.errors import CardNotFoundError, PinBudgetError
 from memory.llm import ChatModel, LLMChain
 from memory.longterm.archiving import MessageArchiver
 from memory.longterm.card_lifecycle import CardWriter
+from memory.longterm.recall_ahead import RecallAhead, RecallReads
 from memory.longterm.validity import current_first, named_current, why_brought
 from memory.settings import CardSettings, SummarySettings
 from retrieval import (
@@ -118,6 +119,7 @@ class LongTermMemory:
         store = CardStore(database, model=embedder.name, dimension=embedder.dimension)
         # Queries may be embedded ahead of their search (``prefetch``); batches pass through.
         self._queries = PrefetchingEmbedder(embedder)
+        self._reads = RecallReads()
         self.index = CardIndex(store, self._queries, config=search_config_for(embedder))
         self._on_extraction_event = on_extraction_event
         self.extractor = CardExtractor(chat, summary, on_event=self._extraction_event)
@@ -218,6 +220,12 @@ class LongTermMemory:
         if self._settings.k > 0 and text.strip():
             self._queries.prefetch(text)
 
+    def recall_ahead(self, user_id: str, text: str) -> RecallAhead:
+        """Start reading the pins and searching ``text`` as written on another thread: the
+        input of a ``prepare``, while it is stored (``memory.longterm.recall_ahead``)."""
+        wanted = self._candidates() + 2 if self._settings.k > 0 and text.strip() else 0
+        return self._reads.start(self.index, lambda: self.pins(user_id), user_id, text, wanted)
+
     def search(
         self, user_id: str, query: str, request: CardQuery, *, now: datetime | None = None
     ) -> list[ScoredCard]:
@@ -229,7 +237,12 @@ class LongTermMemory:
         during = time_range_of_query(query, now or datetime.now(UTC))
         return self.index.search(user_id, query, request.model_copy(update={"during": during}))
 
-    def recall(self, user_id: str, window: Sequence[tuple[StoredMessage, Message]]) -> Recall:
+    def recall(
+        self,
+        user_id: str,
+        window: Sequence[tuple[StoredMessage, Message]],
+        ahead: RecallAhead | None = None,
+    ) -> Recall:
         """The memories of one request: pins first, then the cards best matching its input.
 
         The input is the newest user message of ``window``; the messages before it resolve its
@@ -243,8 +256,10 @@ class LongTermMemory:
         The cards found become at most ``k`` memories within ``max_tokens``
         (``retrieval.compose_excerpts``): below the relevance gate nothing is sent, and
         overlapping turn cards are merged line by line, so no line is sent twice.
+
+        ``ahead`` (``recall_ahead``) has read the pins and maybe made the first search.
         """
-        pins = self.pins(user_id)
+        pins = ahead.pins() if ahead is not None else self.pins(user_id)
         memories = [_memory(card, 1.0) for card in pins]
         recalled = [RecalledCard(card.id, 1.0, True, card.type, reason="pinned") for card in pins]
         last_user = next(
@@ -268,6 +283,7 @@ class LongTermMemory:
                 time_range_of_query(query, stored.created_at),
                 pinned=pinned,
                 in_window={stored.id for stored, _ in window},
+                ahead=ahead,
             )
             # Only what passes the relevance gate is weighed, and changed facts are looked up
             # for those only: the current value of a fact first, stale memories marked and
@@ -312,6 +328,7 @@ class LongTermMemory:
         *,
         pinned: set[int],
         in_window: set[int],
+        ahead: RecallAhead | None = None,
     ) -> list[ScoredCard]:
         """The best cards for ``query`` that are neither pinned nor all in the window, as many
         as recall weighs (``_candidates``) and two more.
@@ -323,16 +340,18 @@ class LongTermMemory:
         """
         wanted = self._candidates() + 2
         k = wanted + len(pinned)
+        hits = ahead.hits(query, during, k) if ahead is not None else None
         while True:
-            hits = self.index.search(
-                user_id,
-                query,
-                CardQuery(
-                    k=k,
-                    during=during,
-                    diversify=False,  # overlapping cards are merged line by line later
-                ),
-            )
+            if hits is None:
+                hits = self.index.search(
+                    user_id,
+                    query,
+                    CardQuery(
+                        k=k,
+                        during=during,
+                        diversify=False,  # overlapping cards are merged line by line later
+                    ),
+                )
             fresh = [
                 hit
                 for hit in hits
@@ -344,6 +363,7 @@ class LongTermMemory:
             if len(fresh) >= wanted or len(hits) < k:
                 return fresh[:wanted]
             k *= 2
+            hits = None
 
     def _candidates(self) -> int:
         """How many cards recall weighs: enough for ``k`` memories of overlapping turn cards,

@@ -18,6 +18,7 @@ from memory.context.report import Dropped, InterruptedCall, MessageRef, RecallSt
 from memory.context.tokens import TokenCounter
 from memory.errors import InvalidHistoryError
 from memory.longterm.long_term_memory import LongTermMemory, Recall
+from memory.longterm.recall_ahead import RecallAhead
 from memory.session.folding import Folding
 from memory.session.incoming import check_system, name_stored, parse_input
 from memory.session.recent import RecentMessages, RecentWindow, WindowCounter
@@ -88,17 +89,20 @@ class Preparer:
         check_system(system)
         interrupted: tuple[InterruptedCall, ...] = ()
         text = input.get("content") if isinstance(input, Mapping) else input
+        ahead = None
         if isinstance(text, str) and self._longterm is not None:
-            # Recall will most likely search the input as written: MiniLM embeds it on another
-            # thread while the input is stored and the window read.
+            # Recall will most likely search the input as written: MiniLM embeds it, and the
+            # pins are read and the cards searched, on other threads while the input is stored
+            # and the window read (recall searches again if the rewrite changed the query).
             self._longterm.prefetch(text)
+            ahead = self._longterm.recall_ahead(user_id, text)
         if input is not None:
             interrupted, summary, window = self._store_input(user_id, session_id, input, system)
         else:
             summary, window = self._folding.load_window(user_id, session_id)
         if window.tokens > self._fold_policy.trigger_tokens:
             summary, window = self._folding.schedule(user_id, session_id, summary, window)
-        recall = self._recall(user_id, window)
+        recall = self._recall(user_id, window, ahead)
         memories = recall.memories if recall else ()
         context = self._assemble(summary, window, system, memories)
         archived = 0
@@ -185,18 +189,22 @@ class Preparer:
         interrupted = self._writer.store_input(user_id, session_id, new)
         return interrupted, *self._folding.load_window(user_id, session_id)
 
-    def _recall(self, user_id: str, window: RecentWindow) -> Recall | None:
-        """Memories recalled for this request: pins first, then the cards best matching it.
+    def _recall(
+        self, user_id: str, window: RecentWindow, ahead: RecallAhead | None
+    ) -> Recall | None:
+        """Memories recalled for this request: pins first, then the cards best matching it
+        (``ahead``: the pins and the search started with the request).
 
         A documented degradation point: a failure of the database or the embedder while
-        recalling is logged and counted (``recall_failures``), and the request goes on
-        without memories; recall never fails a request.
+        recalling (ahead or not) is logged and counted (``recall_failures``), and the request
+        goes on without memories; recall never fails a request.
         """
         longterm = self._longterm
         if longterm is None:
             return None
         try:
-            return longterm.recall(user_id, list(zip(window.stored, window.messages, strict=True)))
+            messages = list(zip(window.stored, window.messages, strict=True))
+            return longterm.recall(user_id, messages, ahead)
         except Exception:  # a degradation point: see the docstring
             self.recall_failures += 1
             logger.exception("recall failed for user %s; going on without memories", user_id)

@@ -116,6 +116,7 @@ def test_the_common_terms_postings_are_read_for_the_best_cards_only(
     params.update(
         user_id=user_id, query=None, limit=5, exact_max=20_000, held=True,
         terms=["berlin", "deploy", "turn"], k1=1.2, b=0.75, window=20,
+        current_version=None, current_cards=None,
     )  # fmt: skip
     with driver_autocommit(database) as connection:
         [[plan]] = connection.execute(

@@ -1,0 +1,120 @@
+"""``prepare`` reads the pins and searches the cards while its input is stored.
+
+Neither waits for the other: the search runs while the input's statement waits on a locked
+session row, a search that fails leaves the stored input and the request whole, and an input
+that is refused leaves nothing stored and the next request served.
+"""
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from memory import Memory, Settings
+from memory.context.assembler import AssembledContext
+from memory.errors import InvalidHistoryError
+from retrieval import MINILM_NAME, HashingEmbedder
+from storage import Database
+
+
+@pytest.fixture(scope="module")
+def own_database(database_url: str) -> Iterator[Database]:
+    with Database.open(database_url) as opened:
+        yield opened
+
+
+def memory(database: Database, embedder: HashingEmbedder | None = None) -> Memory:
+    return Memory(
+        database,
+        Settings(summary={"mode": "inline"}, cards={"min_score": -1.0}, reports={"enabled": False}),
+        embedder=embedder or HashingEmbedder(name=MINILM_NAME),
+    )
+
+
+def remember(mem: Memory, user_id: str) -> None:
+    mem.record(
+        user_id=user_id,
+        session_id="s0",
+        messages=[{"role": "user", "content": "Our VPN gateway moved to vpn-2 last month."}],
+    )
+    mem.end_session(user_id=user_id, session_id="s0")
+
+
+def test_the_cards_are_searched_while_the_input_is_stored(
+    own_database: Database, user_id: str
+) -> None:
+    mem = memory(own_database)
+    remember(mem, user_id)
+    mem.prepare(user_id=user_id, session_id="s1", input="hello")  # the session exists
+    longterm = mem._parts.longterm
+    assert longterm is not None
+    searched = longterm._queries.handed_over  # each search takes its prefetched vector
+    prepared: list[AssembledContext] = []
+
+    with own_database.transaction() as blocker:
+        # Storing the input updates the session's row: it waits until this transaction ends.
+        blocker.execute(
+            text("SELECT 1 FROM sessions WHERE user_id = :u AND session_id = 's1' FOR UPDATE"),
+            {"u": user_id},
+        )
+        request = threading.Thread(
+            target=lambda: prepared.append(
+                mem.prepare(user_id=user_id, session_id="s1", input="which VPN gateway?")
+            )
+        )
+        request.start()
+        # Waits for an event, not a duration: the search (or, on failure, a minute) passes.
+        deadline = time.monotonic() + 60
+        while longterm._queries.handed_over == searched and time.monotonic() < deadline:
+            time.sleep(0.01)
+        searched_while_storing = longterm._queries.handed_over - searched
+        stored_while_searching = len(mem.history(user_id=user_id, session_id="s1"))
+    request.join()
+
+    assert searched_while_storing == 1
+    assert stored_while_searching == 1  # "hello" only: the input was still waiting
+    [context] = prepared
+    assert context.messages[-1]["content"] == "which VPN gateway?"
+    recall = context.report.recall
+    assert recall is not None and not recall.failed and recall.cards
+    assert longterm._queries.handed_over - searched == 1  # searched once, not again
+
+
+class _BrokenEmbedder(HashingEmbedder):
+    def embed(self, texts: Any) -> list[list[float]]:
+        raise OSError("the model is gone")
+
+
+def test_a_search_that_fails_leaves_the_input_stored(own_database: Database, user_id: str) -> None:
+    remember(memory(own_database), user_id)
+    mem = memory(own_database, _BrokenEmbedder(name=MINILM_NAME))
+
+    context = mem.prepare(user_id=user_id, session_id="s1", input="which VPN gateway?")
+
+    assert context.messages[-1]["content"] == "which VPN gateway?"
+    assert context.report.recall is not None and context.report.recall.failed
+    assert mem.recall_failures == 1
+    stored = mem.history(user_id=user_id, session_id="s1")
+    assert [m.payload["content"] for m in stored] == ["which VPN gateway?"]
+
+
+def test_a_refused_input_stores_nothing_and_the_next_request_is_served(
+    own_database: Database, user_id: str
+) -> None:
+    mem = memory(own_database)
+    remember(mem, user_id)
+
+    with pytest.raises(InvalidHistoryError):
+        mem.prepare(
+            user_id=user_id,
+            session_id="s1",
+            input={"role": "assistant", "content": "which VPN gateway?"},
+        )
+    assert mem.history(user_id=user_id, session_id="s1") == []
+
+    context = mem.prepare(user_id=user_id, session_id="s1", input="which VPN gateway?")
+    recall = context.report.recall
+    assert recall is not None and not recall.failed and recall.cards
