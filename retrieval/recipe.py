@@ -114,7 +114,7 @@ class SearchConfig(BaseModel):
     # recommend it!"), and a line that matches nowhere is kept whole. Cutting to the matching
     # sentence alone, and other lines to their first, cited more evidence (0.930 against 0.895
     # on the tuned three at 1,024 tokens) but carried the gold answer's words for fewer
-    # questions than whole lines did (0.447 against 0.506; BENCHMARKS.md, "Answer in the
+    # questions than whole lines did (0.445 against 0.508; BENCHMARKS.md, "Answer in the
     # recalled text"): the memory cited a message whose answer it no longer said.
     context_sentences: int = Field(default=0, ge=0)
     sentences_before: int = Field(default=2, ge=0)
