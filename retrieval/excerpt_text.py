@@ -25,20 +25,26 @@ def line_terms(text: str, config: SearchConfig) -> frozenset[str]:
 
 
 def cut_line(text: str, wanted: set[str], config: SearchConfig) -> str | None:
-    """A turn line cut to its sentences that hold the query's terms (``…`` for each run of
-    sentences left out), or to its first ``context_sentences`` when none does; ``None`` when
-    nothing would be cut."""
+    """A turn line cut to its sentences that hold the query's terms and the recipe's
+    ``sentences_before`` and ``sentences_after`` around each (``…`` for each run of sentences
+    left out), or to its first ``context_sentences`` when none does; ``None`` when nothing
+    would be cut."""
     speaker, colon, said = text.partition(": ")
     if not colon:
         speaker, said = "", text
     sentences = sentences_of(said)
     if len(sentences) < 2:
         return None
-    keep = [bool(line_terms(sentence, config) & wanted) for sentence in sentences]
-    if not any(keep):
+    holds = [bool(line_terms(sentence, config) & wanted) for sentence in sentences]
+    if not any(holds):
         if not config.context_sentences:
             return None
         keep = [i < config.context_sentences for i in range(len(sentences))]
+    else:
+        # A sentence that names the topic is often next to the one that answers ("I loved
+        # "Brave" by Sara Bareilles. It's about being courageous."): keep its neighbours too.
+        before, after = config.sentences_before, config.sentences_after
+        keep = [any(holds[max(0, i - after) : i + before + 1]) for i in range(len(sentences))]
     if all(keep):
         return None
     parts: list[str] = []

@@ -14,10 +14,12 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    boilerplate), whether its speaker is someone the query names, and the share of the
    query's terms it holds. Any other card is one line.
 3. **Cut lines** (``SearchConfig.trim_lines``). A turn line is cut to its sentences that hold
-   the query's terms, ``…`` where sentences were left out; a line holding none (the context
-   around the best line) to its first ``context_sentences``. The evidence is the message,
-   which the memory still cites; what it costs is its words: on LoCoMo a line sent at 1,024
-   tokens took 41 tokens whole and 18 cut, and twice as many lines fit (50 against 24).
+   the query's terms and the ``sentences_before`` / ``sentences_after`` (2 / 2) around each,
+   ``…`` where sentences were left out; a line holding none (the context around the best
+   line) is kept whole (``context_sentences`` 0). The memory still cites the whole message,
+   so the cut must not drop the words that answer: cut to the matching sentence alone, and
+   context lines to their first, more evidence fit the budget but fewer answers were said
+   (BENCHMARKS.md, "Answer in the recalled text").
 4. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
    value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its

@@ -75,16 +75,18 @@ class SearchConfig(BaseModel):
             do?": Melanie's own lines, not those addressed to her).
         fill_budget: Go on past a line that does not fit the token budget, taking the later
             (shorter) lines that still fit, instead of ending the memories there.
-        trim_lines: Cut a turn line to its sentences that hold the query's search terms
-            (``…`` where sentences were left out); a line holding none is cut to its first
-            ``context_sentences``.
+        trim_lines: Cut a turn line to its sentences that hold the query's search terms and
+            those around them (``…`` where sentences were left out); a line holding none is
+            cut to its first ``context_sentences``.
         context_sentences: Sentences kept of a line holding none of the query's terms when
             lines are trimmed (0: kept whole).
+        sentences_before: Sentences kept before each sentence holding the query's terms.
+        sentences_after: Sentences kept after each sentence holding the query's terms.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "cut-lines-2026-12"
+    name: str = "cut-lines-near-2026-12"
     tuned_on: str = (
         "LoCoMo conv-26, conv-30, conv-41 (development file); checked on conv-42, conv-43"
     )
@@ -107,7 +109,16 @@ class SearchConfig(BaseModel):
     line_speaker: float = 0.5
     fill_budget: bool = True
     trim_lines: bool = True
-    context_sentences: int = Field(default=1, ge=0)
+    # Lines are cut, but only far from what matches: the words that answer are often a
+    # sentence or two from the one that names the topic ("I loved "Becoming Nicole". ... Highly
+    # recommend it!"), and a line that matches nowhere is kept whole. Cutting to the matching
+    # sentence alone, and other lines to their first, cited more evidence (0.930 against 0.895
+    # on the tuned three at 1,024 tokens) but carried the gold answer's words for fewer
+    # questions than whole lines did (0.445 against 0.508; BENCHMARKS.md, "Answer in the
+    # recalled text"): the memory cited a message whose answer it no longer said.
+    context_sentences: int = Field(default=0, ge=0)
+    sentences_before: int = Field(default=2, ge=0)
+    sentences_after: int = Field(default=2, ge=0)
 
 
 #: The recipe with no relevance gate (the scale of an unmeasured embedder is unknown).

@@ -3,7 +3,10 @@
 Everything goes through the public API, as an application would use it
 (``memory.cli.eval_locomo``): the conversations are recorded and archived, then every
 question is asked with ``Memory.prepare`` once per token budget, and the memories of the
-prompt are scored (``memory.eval.equal_budgets``) beside turn-level BM25 and MiniLM baselines.
+prompt are scored (``memory.eval.equal_budgets``) beside turn-level BM25 and MiniLM baselines:
+evidence recall (the evidence turns the memories cite), and answer in text (for questions
+whose gold answer is at most four words, the share whose answer the memories' words hold;
+``memory.eval.answers``).
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ def _run_locomo(args: argparse.Namespace, out: Console) -> int:
             cache.save()
     for group in report.groups:
         out.print(_table(report, group))
+        out.print(_answer_table(report, group))
     out.print(
         f"evidence ids skipped: {report.malformed} malformed, {report.missing} pointing at no turn",
         highlight=False,
@@ -192,6 +196,34 @@ def _table(report: EvalReport, group: str) -> Table:
                 *(f"{row.recall[key]:.3f}" for row in rows),
                 f"{overall.tokens[key]:.0f}",
                 f"{100 * overall.repeated[key]:.0f}%",
+                style="bold" if method == METHODS[0] and key == 1024 else None,
+            )
+    return table
+
+
+def _answer_table(report: EvalReport, group: str) -> Table:
+    """Answer in text per method and budget (rows) and category (columns); a category's
+    count is its questions with an answer short enough to check (``-``: none)."""
+    members = report.members[group]
+    table = Table(
+        title=f"LoCoMo, {group}: {', '.join(members)}. Answer in text: the share of questions "
+        "whose gold answer (at most 4 words, normalised) appears in the memories taken",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("method", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    for row in report.groups[group][METHODS[0]]:
+        table.add_column(f"{row.name} ({row.answerable})", justify="right")
+    keys: list[int | str] = [*report.budgets, "k"]
+    for method in METHODS:
+        rows = report.groups[group][method]
+        for key in keys:
+            table.add_row(
+                method if key == report.budgets[0] else "",
+                str(key) if key != "k" else f"k={report.k}",
+                *(f"{row.answered[key]:.3f}" if row.answered else "-" for row in rows),
                 style="bold" if method == METHODS[0] and key == 1024 else None,
             )
     return table

@@ -10,6 +10,10 @@ line as the prompt carries it).
 The baselines rank single turns (``[8 May 2023] Speaker: text``, one result each) by BM25
 over ``retrieval.analyze``'s terms, by the cosine of given vectors (MiniLM in the command),
 or by both fused with reciprocal rank (1:1).
+
+Beside evidence recall, each budget reports *answer in text* (``memory.eval.answers``): for
+the questions whose gold answer is at most four words, the share whose answer appears in the
+text taken (recall counts the turns a memory cites, which stay cited when a line is cut).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from memory.eval.answers import answer_in_text, checkable_answer
 from memory.eval.locomo import CATEGORIES, Conversation, Question, Recalled, turn_line
 from retrieval import analyze, day_label, weighted_rrf
 
@@ -90,12 +95,15 @@ class BudgetScore:
         recall: Evidence recall per budget (tokens), and under the key ``"k"`` at k results.
         tokens: The tokens taken per budget, and at k results.
         repeated: The share of the tokens taken that repeat a line, per budget and at k.
+        answered: Per budget and at k, 1.0 when the gold answer appears in the text taken,
+            0.0 when not; empty when the answer is not checkable by containment.
     """
 
     category: int
     recall: Mapping[int | str, float]
     tokens: Mapping[int | str, int]
     repeated: Mapping[int | str, float]
+    answered: Mapping[int | str, float] = field(default_factory=dict)
 
 
 def score_budgets(
@@ -112,6 +120,7 @@ def score_budgets(
     }
     taken["k"] = list(at_k)
     evidence = set(question.evidence)
+    answer = checkable_answer(question.answer)
     return BudgetScore(
         category=question.category,
         recall={
@@ -120,6 +129,12 @@ def score_budgets(
         },
         tokens={key: sum(count(r.text) for r in results) for key, results in taken.items()},
         repeated={key: repeated_share(results, count) for key, results in taken.items()},
+        answered={}
+        if answer is None
+        else {
+            key: float(answer_in_text(answer, (r.text for r in results)))
+            for key, results in taken.items()
+        },
     )
 
 
@@ -132,6 +147,8 @@ class BudgetRow:
     recall: dict[int | str, float] = field(default_factory=dict)
     tokens: dict[int | str, float] = field(default_factory=dict)
     repeated: dict[int | str, float] = field(default_factory=dict)
+    answerable: int = 0
+    answered: dict[int | str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """The row as a JSON object (without its name); budgets are string keys."""
@@ -140,6 +157,8 @@ class BudgetRow:
             "recall": {str(key): value for key, value in self.recall.items()},
             "tokens": {str(key): value for key, value in self.tokens.items()},
             "repeated": {str(key): value for key, value in self.repeated.items()},
+            "answerable": self.answerable,
+            "answer_in_text": {str(key): value for key, value in self.answered.items()},
         }
 
 
@@ -157,12 +176,15 @@ def _row(name: str, scores: Sequence[BudgetScore]) -> BudgetRow:
     if not scores:
         return BudgetRow(name, 0)
     keys = list(scores[0].recall)
+    checked = [s for s in scores if s.answered]
     return BudgetRow(
         name,
         len(scores),
         recall={key: fmean(s.recall[key] for s in scores) for key in keys},
         tokens={key: fmean(s.tokens[key] for s in scores) for key in keys},
         repeated={key: fmean(s.repeated[key] for s in scores) for key in keys},
+        answerable=len(checked),
+        answered={key: fmean(s.answered[key] for s in checked) for key in keys} if checked else {},
     )
 
 

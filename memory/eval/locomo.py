@@ -86,11 +86,13 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """A question with its category and its valid evidence dialog ids (at least one)."""
+    """A question with its category, its valid evidence dialog ids (at least one), and its
+    gold answer as text (``None``: the item has none, as LoCoMo's adversarial ones)."""
 
     text: str
     category: int
     evidence: tuple[str, ...]
+    answer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +198,15 @@ def parse_conversation(sample: Any, position: int = 0) -> Conversation:
         evidence, bad, dangling = parse_evidence(item.get("evidence") or [], known)
         malformed, missing = malformed + bad, missing + dangling
         if evidence and "question" in item and "category" in item:
-            questions.append(Question(str(item["question"]), int(item["category"]), evidence))
+            answer = item.get("answer")
+            questions.append(
+                Question(
+                    str(item["question"]),
+                    int(item["category"]),
+                    evidence,
+                    None if answer is None else str(answer),
+                )
+            )
     return Conversation(sample_id, sessions, tuple(questions), malformed, missing)
 
 

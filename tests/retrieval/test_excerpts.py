@@ -237,7 +237,11 @@ def test_a_cjk_query_has_no_gate() -> None:
 
 
 #: The recipe's lines cut to what matches (its default), and the same recipe sending whole lines.
-TRIMMED = GATED
+# The cut to the matching sentences alone (recipe cut-lines-2026-12), whose mechanics these
+# tests show; the default keeps the sentences around them too.
+TRIMMED = GATED.model_copy(
+    update={"trim_lines": True, "context_sentences": 1, "sentences_before": 0, "sentences_after": 0}
+)
 WHOLE = GATED.model_copy(update={"trim_lines": False})
 
 
@@ -315,4 +319,30 @@ def test_a_line_said_by_the_person_the_query_names_comes_before_one_said_to_them
     unnamed = config.model_copy(update={"line_speaker": 0.0})
     assert compose([hit(card)], "What does Melanie do? pottery", k=1, config=unnamed) == [
         "[8 May 2023] Caroline: Melanie, you should try pottery."
+    ]
+
+
+def test_by_default_a_cut_line_keeps_the_sentences_near_the_match_and_others_stay_whole() -> None:
+    # The answer ("love, faith and strength") is two sentences after the one naming the topic,
+    # and the reply names nothing the query asks for: cut to the matching sentence and the
+    # reply to its first, the memory would cite both messages yet no longer say the answer.
+    card = turn_card(
+        1,
+        [
+            (
+                1,
+                "Caroline: Thanks, Melanie! This necklace is special to me. My grandma gave it "
+                "to me. It stands for love, faith and strength. Anyway. How are the kids?",
+            ),
+            (2, "Melanie: Wow. That is lovely. My kids say hi."),
+        ],
+    )
+    query = "What does Caroline's necklace symbolize?"
+    assert compose([hit(card)], query) == [
+        "[8 May 2023] Caroline: Thanks, Melanie! This necklace is special to me. My grandma "
+        "gave it to me. It stands for love, faith and strength. …\n"
+        "Melanie: Wow. That is lovely. My kids say hi."
+    ]
+    assert compose([hit(card)], query, config=TRIMMED) == [
+        "[8 May 2023] Caroline: … This necklace is special to me. …\nMelanie: Wow. …"
     ]

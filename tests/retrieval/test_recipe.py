@@ -31,10 +31,12 @@ def test_the_gate_is_measured_per_embedder() -> None:
 def test_the_recipe_holds_what_was_tuned() -> None:
     assert DEFAULT_SEARCH.keyword_weight == 2.0
     assert DEFAULT_SEARCH.stop_words is STOP_WORDS
-    # Measured on the tuned three at 1,024 tokens (BENCHMARKS.md): cut lines, the budget
-    # spent past a line that does not fit, the named speaker's lines first, 100 cards weighed.
+    # Measured on the tuned three at 1,024 tokens (BENCHMARKS.md): lines cut two sentences
+    # from what matches (a line matching nowhere whole), the budget spent past a line that
+    # does not fit, the named speaker's lines first, 100 cards weighed.
     assert DEFAULT_SEARCH.trim_lines and DEFAULT_SEARCH.fill_budget
-    assert (DEFAULT_SEARCH.context_sentences, DEFAULT_SEARCH.line_speaker) == (1, 0.5)
+    assert (DEFAULT_SEARCH.sentences_before, DEFAULT_SEARCH.sentences_after) == (2, 2)
+    assert (DEFAULT_SEARCH.context_sentences, DEFAULT_SEARCH.line_speaker) == (0, 0.5)
     assert DEFAULT_SEARCH.excerpt_cards == 100
     assert "conv-42" in DEFAULT_SEARCH.tuned_on  # and says what it was checked on
     with pytest.raises(ValidationError):

@@ -229,10 +229,30 @@ def locomo_sample(sample_id: str) -> dict[str, Any]:
             ],
         },
         "qa": [
-            {"question": "What is the name of Alice's puppy?", "evidence": ["D1:1"], "category": 4},
-            {"question": "Which city did Alice move to?", "evidence": ["D2:1"], "category": 2},
-            {"question": "What is Bob learning?", "evidence": ["D1:4", "D9"], "category": 1},
-            {"question": "What does Marta do?", "evidence": ["D2:3; D2:4"], "category": 3},
+            {
+                "question": "What is the name of Alice's puppy?",
+                "answer": "Biscuit",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "Which city did Alice move to?",
+                "answer": "Lisbon",
+                "evidence": ["D2:1"],
+                "category": 2,
+            },
+            {
+                "question": "What is Bob learning?",
+                "answer": "the violin",
+                "evidence": ["D1:4", "D9"],
+                "category": 1,
+            },
+            {
+                "question": "What does Marta do?",
+                "answer": "a pilot",
+                "evidence": ["D2:3; D2:4"],
+                "category": 3,
+            },
             {"question": "Is Bob a pilot?", "evidence": [], "category": 5},
             {"question": "What about session 7?", "evidence": ["D7:1"], "category": 1},
         ],
@@ -305,6 +325,13 @@ def test_eval_locomo_reports_recall_at_token_budgets_beside_turn_baselines(
     # Marta do?" (the turn does not name her): 7 of 8 evidence sets, and within budget.
     bm25 = methods["BM25 turns"]["overall"]
     assert bm25["recall"]["400"] == 0.875 and bm25["tokens"]["400"] <= 400
+    # Answer in text: every answer is short enough to check; all are in the text at 400
+    # tokens. BM25's turns hold half the Marta question's evidence (the question, not the
+    # pilot): recall 0.5 for it, but no answer in text, 3 of 4 answers per conversation.
+    assert overall["answerable"] == 8
+    assert overall["answer_in_text"]["400"] == 1.0
+    assert bm25["answer_in_text"]["400"] == 0.75
+    assert "Answer in text" in out
     assert "LoCoMo, tuned on: c1" in out and "LoCoMo, held out: c2" in out
     table = [line.split() for line in out.splitlines() if line.strip()]
     assert ["stratamem", "40"] in [row[:2] for row in table]
