@@ -30,8 +30,8 @@ from memory.cards.supersede import ChainLink, chain_problems
 from memory.chat_models import ChatModel, Completion, ReplyFormat
 from memory.cli.base import EXIT_OK, CommandError, Subcommands, whole_number
 from memory.eval.knowledge_updates import (
-    QuestionScore,
-    ScoreRow,
+    UpdateScore,
+    UpdateScoreRow,
     UpdatesFormatError,
     UpdateUser,
     load_updates,
@@ -143,10 +143,10 @@ class UpdatesReport:
 
     users: int
     chat: ChatChoice
-    rows: list[ScoreRow]
+    rows: list[UpdateScoreRow]
     chains: ChainReport
     #: Every question's score, with the user it was asked for.
-    scores: list[tuple[str, QuestionScore]]
+    scores: list[tuple[str, UpdateScore]]
 
     def as_json(self) -> dict[str, Any]:
         """The report as a JSON object, with every question's outcome."""
@@ -194,7 +194,7 @@ def evaluate_updates(
 ) -> UpdatesReport:
     """Record and end every user's sessions, check their chains, then ask and score."""
     chains = ChainReport()
-    scores: list[tuple[str, QuestionScore]] = []
+    scores: list[tuple[str, UpdateScore]] = []
     recording = progress.add_task("recording", total=len(users))
     asking = progress.add_task("asking", total=sum(len(u.questions) for u in users))
     for user in users:

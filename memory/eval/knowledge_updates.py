@@ -30,9 +30,9 @@ __all__ = [
     "KINDS",
     "LANGUAGES",
     "MESSAGE_GAP",
-    "QuestionScore",
-    "ScoreRow",
     "UpdateQuestion",
+    "UpdateScore",
+    "UpdateScoreRow",
     "UpdateSession",
     "UpdateUser",
     "UpdatesFormatError",
@@ -96,7 +96,7 @@ class UpdateUser:
 
 
 @dataclass(frozen=True, slots=True)
-class QuestionScore:
+class UpdateScore:
     """How the prompt of one question did."""
 
     question: UpdateQuestion
@@ -106,7 +106,7 @@ class QuestionScore:
 
 
 @dataclass(frozen=True, slots=True)
-class ScoreRow:
+class UpdateScoreRow:
     """Shares over a group of questions; ``None`` where no question of it has stale values."""
 
     name: str
@@ -215,11 +215,11 @@ def find_value(text: str, value: str) -> int | None:
     return found.start() if found else None
 
 
-def score_prompt(question: UpdateQuestion, prompt: str) -> QuestionScore:
+def score_prompt(question: UpdateQuestion, prompt: str) -> UpdateScore:
     """Score the text of the context built for ``question`` (the question itself left out)."""
     current = find_value(prompt, question.current)
     stale = [at for value in question.stale if (at := find_value(prompt, value)) is not None]
-    return QuestionScore(
+    return UpdateScore(
         question,
         current_in=current is not None,
         current_first=current is not None and all(current < at for at in stale),
@@ -227,7 +227,7 @@ def score_prompt(question: UpdateQuestion, prompt: str) -> QuestionScore:
     )
 
 
-def summarize(scores: Sequence[QuestionScore]) -> list[ScoreRow]:
+def summarize(scores: Sequence[UpdateScore]) -> list[UpdateScoreRow]:
     """Rows per language and kind (``en update``), then per language (``en``), then ``all``.
 
     Languages in ``LANGUAGES`` order, then others by name; kinds in ``KINDS`` order; groups with
@@ -237,7 +237,7 @@ def summarize(scores: Sequence[QuestionScore]) -> list[ScoreRow]:
         {s.question.lang for s in scores},
         key=lambda lang: (LANGUAGES.index(lang) if lang in LANGUAGES else len(LANGUAGES), lang),
     )
-    rows: list[ScoreRow] = []
+    rows: list[UpdateScoreRow] = []
     for lang in languages:
         for kind in KINDS:
             group = [s for s in scores if s.question.lang == lang and s.question.kind == kind]
@@ -247,10 +247,10 @@ def summarize(scores: Sequence[QuestionScore]) -> list[ScoreRow]:
     return [*rows, _row("all", scores)]
 
 
-def _row(name: str, scores: Sequence[QuestionScore]) -> ScoreRow:
+def _row(name: str, scores: Sequence[UpdateScore]) -> UpdateScoreRow:
     """Shares over ``scores``; the stale columns over the questions that have stale values."""
     with_stale = [s for s in scores if s.question.stale]
-    return ScoreRow(
+    return UpdateScoreRow(
         name,
         len(scores),
         fmean(s.current_in for s in scores) if scores else 0.0,

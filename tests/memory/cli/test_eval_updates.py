@@ -16,8 +16,8 @@ import memory.cli.eval_updates as updates_cli
 from memory.cli import main
 from memory.eval.knowledge_updates import (
     MESSAGE_GAP,
-    QuestionScore,
     UpdateQuestion,
+    UpdateScore,
     UpdateSession,
     UpdatesFormatError,
     find_value,
@@ -61,11 +61,11 @@ def test_a_value_is_found_as_a_whole_word(text: str, value: str, found: int | No
 def test_a_prompt_scores_current_present_first_and_stale_present() -> None:
     changed = question("Berlin", ("Lyon", "Cork"))
 
-    assert score_prompt(changed, "Berlin ... Lyon") == QuestionScore(changed, True, True, True)
-    assert score_prompt(changed, "Cork ... Berlin") == QuestionScore(changed, True, False, True)
-    assert score_prompt(changed, "Berlin only") == QuestionScore(changed, True, True, False)
-    assert score_prompt(changed, "Lyon only") == QuestionScore(changed, False, False, True)
-    assert score_prompt(changed, "") == QuestionScore(changed, False, False, False)
+    assert score_prompt(changed, "Berlin ... Lyon") == UpdateScore(changed, True, True, True)
+    assert score_prompt(changed, "Cork ... Berlin") == UpdateScore(changed, True, False, True)
+    assert score_prompt(changed, "Berlin only") == UpdateScore(changed, True, True, False)
+    assert score_prompt(changed, "Lyon only") == UpdateScore(changed, False, False, True)
+    assert score_prompt(changed, "") == UpdateScore(changed, False, False, False)
 
 
 def test_rows_per_language_and_kind_then_per_language_then_all() -> None:
