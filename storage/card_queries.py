@@ -186,7 +186,10 @@ class CardQueries:
                 # the same for any window that holds ``limit`` filtered cards.
                 if not wanted or len(found.keyword) >= limit or window >= found.scored:
                     break
+                # Widened once, to every scored card, without the count: narrowed again by
+                # it, the window would never reach them, and the loop never end.
                 window = found.scored
+                current = None
                 params.update(current_version=None, current_cards=None)
         return Candidates(
             found.dense, found.keyword, found.timed, found.similarity, found.cards, found.version

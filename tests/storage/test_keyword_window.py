@@ -10,6 +10,7 @@ another version (a write since) is not used, and that fewer postings are read.
 """
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,35 @@ def test_knowing_every_card_is_current_reads_fewer_postings(
 
     # The window of 20 shrinks to the 5 asked for: the common term of fewer cards is read.
     assert known < unknown
+
+
+def test_fewer_current_matches_than_asked_for_end_after_one_widening(
+    store: CardStore, database: Database, user_id: str, tmp_path: Path
+) -> None:
+    # 7 of 127 cards hold a term and 4 cards are superseded: the count's window (100 past the
+    # 4 superseded) holds fewer than the 100 current matches asked for and fewer than every
+    # scored card, so the statement widens once to every scored card. The count must not
+    # narrow it back: it did, and recall never returned (the knowledge-update eval hung).
+    store.add(user_id, [new_card(f"filler{i} words only") for i in range(120)])
+    store.add(user_id, [new_card(f"berlin deploy note {i}") for i in range(7)])
+    [newer] = store.add(user_id, [new_card("a later statement")])
+    for card in store.list_cards(user_id, CardFilter())[:4]:
+        store.supersede(user_id, card.id, newer.id)
+    current = version_and_current(database, user_id)
+    done: list[Any] = []
+
+    def search() -> None:
+        with wire_trace(database.engine, tmp_path / "trace") as trace:
+            found = store.candidates(user_id, unit_vector("q"), TERMS, limit=100, current=current)
+        done.append((found, trace.statements))
+
+    searching = threading.Thread(target=search, daemon=True)
+    searching.start()
+    searching.join(300)  # only a failing run waits this long
+
+    assert done, "the search never returned"
+    [(found, statements)] = done
+    full = search_keywords(database, user_id, TERMS, limit=100)
+    assert [m.card_id for m in found.keyword] == [m.card_id for m in full]
+    assert len(full) == 7
+    assert statements <= 2  # with the count, then (if at all) widened to every scored card
