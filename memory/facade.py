@@ -6,17 +6,19 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from memory.arguments import check_fact, check_forget_target, search_plan
 from memory.context.assembler import AssembledContext
 from memory.context.budget import Budget
 from memory.context.tokens import TokenCounter
-from memory.errors import CardNotFoundError, ConfigurationError, InvalidArgumentError
+from memory.errors import CardNotFoundError, ConfigurationError
+from memory.forgotten import Forgotten
 from memory.jobs.consolidation import WorkerRun
 from memory.jobs.idle_work import FinishedJobs, IdleSessions, IdleWork
 from memory.jobs.worker import CARDS, END_OF_SESSION, Worker
@@ -32,19 +34,14 @@ from memory.session.wiring import build_parts
 from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
 from memory.transfer.export_import import Imported, export_lines, import_lines
-from retrieval import CardDraft, CardQuery, Embedder, ScoredCard
+from retrieval import CardDraft, Embedder, ScoredCard
 from storage import (
     ArchiveMarks,
     Card,
-    CardFilter,
     CardType,
     Database,
-    Erased,
-    InvalidInputError,
     StoredMessage,
     SummaryRecord,
-    check_encodable,
-    check_text,
     erase,
 )
 from storage.reports import KeptReport, ReportStore
@@ -225,29 +222,18 @@ class Memory:
                 ``InvalidInputError``, as before, and a ``ValueError``).
             ConfigurationError: long-term memory is disabled (``cards.enabled=False``).
         """
-        if not isinstance(query, str):
-            raise InvalidArgumentError(f"query must be a string, not {type(query).__name__}")
-        _as_argument_error(check_encodable, "query", query)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise InvalidArgumentError(f"k must be a whole number >= 0, not {k!r}")
-        for name, listed in (("types", types), ("tags", tags)):
-            if isinstance(listed, str):
-                raise InvalidArgumentError(f"{name} must be a list of strings, not one string")
-        try:
-            where = CardFilter(
-                types=tuple(types) if types is not None else None,
-                session_id=session_id,
-                topic=topic,
-                tags=tuple(tags) if tags else None,
-                since=since,
-                until=until,
-                include_superseded=include_superseded,
-            )
-            query_plan = CardQuery(k=k, where=where, min_score=min_score)
-        except ValidationError as error:
-            problem = error.errors()[0]
-            where_wrong = ".".join(map(str, problem["loc"]))
-            raise InvalidArgumentError(f"search filter {where_wrong}: {problem['msg']}") from None
+        query_plan = search_plan(
+            query,
+            k=k,
+            types=types,
+            session_id=session_id,
+            topic=topic,
+            tags=tags,
+            since=since,
+            until=until,
+            min_score=min_score,
+            include_superseded=include_superseded,
+        )
         return self._longterm().search(user_id, query, query_plan)
 
     def pin(
@@ -271,13 +257,7 @@ class Memory:
                 and the others).
             ConfigurationError: long-term memory is disabled.
         """
-        if not isinstance(text, str):
-            raise InvalidArgumentError(f"a pin's text must be a string, not {type(text).__name__}")
-        _as_argument_error(check_text, "pin text", text)
-        if isinstance(tags, str):
-            raise InvalidArgumentError("tags must be a list of strings, not one string")
-        if not text.strip():
-            raise InvalidArgumentError("a pin needs a text")
+        check_fact(text, tags, noun="pin")
         return self._longterm().pin(user_id, text, session_id=session_id, topic=topic, tags=tags)
 
     def remember(
@@ -300,15 +280,7 @@ class Memory:
                 ``ValueError``, as before).
             ConfigurationError: long-term memory is disabled.
         """
-        if not isinstance(text, str):
-            raise InvalidArgumentError(
-                f"a memory's text must be a string, not {type(text).__name__}"
-            )
-        _as_argument_error(check_text, "memory text", text)
-        if isinstance(tags, str):
-            raise InvalidArgumentError("tags must be a list of strings, not one string")
-        if not text.strip():
-            raise InvalidArgumentError("a memory needs a text")
+        check_fact(text, tags, noun="memory")
         draft = CardDraft(type="fact", text=text.strip(), topic=topic, tags=list(tags or ()))
         [card] = self._longterm().index.add(user_id, [draft])
         return card
@@ -360,10 +332,7 @@ class Memory:
                 ``InvalidInputError``, as before).
             InvalidInputError: an id is not usable.
         """
-        if card_id is not None and session_id is not None:
-            raise InvalidArgumentError(
-                "forget one card (card_id) or one session (session_id), not both"
-            )
+        check_forget_target(card_id, session_id)
         if card_id is None:
             # This process's reports still queued are written first, so the counts say what
             # the requests made so far kept, whatever the writer thread's timing.
@@ -613,41 +582,3 @@ class Memory:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Forgotten(Erased):
-    """What one ``Memory.forget`` deleted, counted by table (see ``storage.Erased``)."""
-
-    def describe(self) -> str:
-        """One line for people, e.g. ``12 messages, 1 summary, 5 cards (31 keyword terms),
-        2 jobs, 1 archive mark, 1 session``."""
-        counts = (
-            (self.messages, "message", "messages"),
-            (self.summaries, "summary", "summaries"),
-            (self.cards, "card", "cards"),
-            (self.jobs, "job", "jobs"),
-            (self.archive_marks, "archive mark", "archive marks"),
-            (self.sessions, "session", "sessions"),
-        )
-        described = [f"{number:,} {one if number == 1 else many}" for number, one, many in counts]
-        described[2] += f" ({self.card_terms:,} keyword term{'' if self.card_terms == 1 else 's'})"
-        if self.store_items:  # only stores' users have any: the others' line stays as it was
-            plural = "" if self.store_items == 1 else "s"
-            described.append(f"{self.store_items:,} store item{plural}")
-        # The inspector's records (``stratamem ui``): named when there were any.
-        for number, one, many in (
-            (self.reports, "kept report", "kept reports"),
-            (self.summary_versions, "earlier summary version", "earlier summary versions"),
-        ):
-            if number:
-                described.append(f"{number:,} {one if number == 1 else many}")
-        return ", ".join(described)
-
-
-def _as_argument_error(check: Callable[[str, str], None], name: str, value: str) -> None:
-    """Run one of storage's checks of a text, its refusal raised as the facade's own error."""
-    try:
-        check(name, value)
-    except InvalidInputError as refused:
-        raise InvalidArgumentError(str(refused)) from None

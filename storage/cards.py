@@ -42,11 +42,8 @@ __all__ = [
     "CardDraft",
     "CardFilter",
     "CardMatch",
-    "CardQueries",
-    "CardReads",
     "CardStore",
     "CardType",
-    "CardWrites",
     "CurrentVectors",
     "EmbeddingModelMismatchError",
     "NewCard",
@@ -61,11 +58,11 @@ class EmbeddingModelMismatchError(StorageError):
 class CardStore:
     """The cards of every user; every method is scoped by ``user_id``.
 
-    Three parts, each given what it uses: ``reads`` (``CardReads``: cards by id, listings,
-    keyed lookups), ``writes`` (``CardWrites``: add, supersede, revive, merge sources, pin,
-    delete) and ``queries`` (``CardQueries``: the searches and the vectors). The store is where
-    they are wired, and hands out their methods as its own (``store.add`` is
-    ``store.writes.add``); a caller may hold the one part it uses instead.
+    Three private parts, each given what it uses: the reads (``CardReads``: cards by id,
+    listings, keyed lookups), the writes (``CardWrites``: add, supersede, revive, merge sources,
+    pin, delete) and the queries (``CardQueries``: the searches and the vectors). The store is
+    where they are wired, and hands out their methods as its own: ``store.add`` is the one way to
+    add, with no public ``store.writes`` beside it.
 
     Opening checks that the database's cards were embedded by the same model and dimension.
     """
@@ -111,23 +108,23 @@ class CardStore:
             )
         self.model = model
         self.dimension = dimension
-        self.reads = CardReads(database)
-        self.writes = CardWrites(database)
-        self.queries = CardQueries(database, dimension=dimension)
+        self._reads = CardReads(database)
+        self._writes = CardWrites(database)
+        self._queries = CardQueries(database, dimension=dimension)
         # The parts' methods, as the store's: one bound method each, no forwarding layer.
-        self.get = self.reads.get
-        self.get_many = self.reads.get_many
-        self.list_cards = self.reads.list_cards
-        self.current_keyed = self.reads.current_keyed
-        self.keyed_from_messages = self.reads.keyed_from_messages
-        self.add = self.writes.add
-        self.supersede = self.writes.supersede
-        self.revive = self.writes.revive
-        self.merge_sources = self.writes.merge_sources
-        self.set_pinned = self.writes.set_pinned
-        self.delete = self.writes.delete
-        self.count = self.queries.count
-        self.search_vector = self.queries.search_vector
-        self.candidates = self.queries.candidates
-        self.current_vectors = self.queries.current_vectors
-        self.similarities = self.queries.similarities
+        self.get = self._reads.get
+        self.get_many = self._reads.get_many
+        self.list_cards = self._reads.list_cards
+        self.current_keyed = self._reads.current_keyed
+        self.keyed_from_messages = self._reads.keyed_from_messages
+        self.add = self._writes.add
+        self.supersede = self._writes.supersede
+        self.revive = self._writes.revive
+        self.merge_sources = self._writes.merge_sources
+        self.set_pinned = self._writes.set_pinned
+        self.delete = self._writes.delete
+        self.count = self._queries.count
+        self.search_vector = self._queries.search_vector
+        self.candidates = self._queries.candidates
+        self.current_vectors = self._queries.current_vectors
+        self.similarities = self._queries.similarities

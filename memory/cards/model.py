@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Literal
 
 from memory.context.messages import Role
+from storage import CardType  # the card types are storage's, declared once
 
 __all__ = [
     "CardType",
@@ -28,7 +29,6 @@ __all__ = [
     "normalize_text",
 ]
 
-CardType = Literal["fact", "preference", "task", "event", "profile", "turn"]
 #: How exact an ``occurred_at`` is: it is the start of that day, week (Monday), month or year.
 DatePrecision = Literal["day", "week", "month", "year"]
 

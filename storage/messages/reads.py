@@ -1,6 +1,7 @@
-"""Reads of the messages table (rows by seq range, a session's last seq, the tail's token sum)
-and the record a row becomes: apart from ``MessageStore`` because its appends
-(``storage.messages.appends``) build on them too."""
+"""Reads of the messages table (rows by seq range, a session's last seq, the tail's token sum,
+where the current turn starts, the next increment to fold) and the record a row becomes: apart
+from ``MessageStore`` because its appends (``storage.messages.appends``) and walks
+(``storage.messages.walking``) build on them too."""
 
 from typing import Any
 
@@ -11,9 +12,11 @@ from storage.records import StoredMessage
 __all__ = [
     "MESSAGE_COLUMNS",
     "TOKENS_AFTER_SUMMARY",
+    "increment_after",
     "last_seq_of",
     "message_of",
     "messages_after",
+    "turn_start_of",
 ]
 
 #: The columns of a messages row that ``message_of`` reads.
@@ -63,6 +66,11 @@ TOKENS_AFTER_SUMMARY = text(
     ") END"
 )
 
+_TURN_START = text(
+    "SELECT seq FROM messages WHERE user_id = :user_id "
+    "AND session_id = :session_id AND role = 'user' ORDER BY seq DESC LIMIT 1"
+)
+
 
 def last_seq_of(connection: Connection, user_id: str, session_id: str) -> int:
     """Return the session's last seq (0 for a session this user does not have)."""
@@ -93,6 +101,43 @@ def messages_after(
     }
     rows = connection.execute(_AFTER[upto_seq is not None, newest_first], parameters)
     return [message_of(row) for row in rows]
+
+
+def turn_start_of(connection: Connection, user_id: str, session_id: str) -> int:
+    """The seq of the session's last user message (0: none), read backwards on its key."""
+    found = connection.execute(
+        _TURN_START, {"user_id": user_id, "session_id": session_id}
+    ).scalar_one_or_none()
+    return int(found or 0)
+
+
+def increment_after(
+    connection: Connection,
+    user_id: str,
+    session_id: str,
+    after_seq: int,
+    *,
+    max_tokens: int,
+    max_messages: int,
+    batch: int,
+) -> list[StoredMessage]:
+    """The messages after ``after_seq`` that fit ``max_tokens`` (the first always), in order,
+    read ``batch`` rows at a time (``MessageStore.read_increment``)."""
+    increment: list[StoredMessage] = []
+    total = 0
+    cursor = after_seq
+    while len(increment) < max_messages:
+        limit = min(batch, max_messages - len(increment))
+        rows = messages_after(connection, user_id, session_id, cursor, limit=limit)
+        for record in rows:
+            if increment and total + record.tokens > max_tokens:
+                return increment
+            increment.append(record)
+            total += record.tokens
+        if len(rows) < limit:
+            break
+        cursor = rows[-1].seq
+    return increment
 
 
 def message_of(row: Row[Any]) -> StoredMessage:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-
-from sqlalchemy import text
 
 from storage.driver import driver_autocommit
 from storage.engine import Database
@@ -20,16 +17,22 @@ from storage.messages.appends import (
     message_row,
     open_tail,
 )
-from storage.messages.reads import TOKENS_AFTER_SUMMARY, last_seq_of, messages_after
+from storage.messages.reads import (
+    TOKENS_AFTER_SUMMARY,
+    increment_after,
+    last_seq_of,
+    messages_after,
+    turn_start_of,
+)
 from storage.messages.request_statements import (
     INPUT_AND_WINDOW,
     WINDOW,
-    WindowRows,
     batch_parameters,
     run_append,
     run_window_statement,
 )
-from storage.records import MessageAt, NewMessage, StoredMessage, SummaryRecord
+from storage.messages.walking import WindowRead, floor_parameters, walk_back_from, window_read
+from storage.records import MessageAt, NewMessage, StoredMessage
 
 __all__ = ["MessageStore", "Validator", "WindowRead"]
 
@@ -200,11 +203,13 @@ class MessageStore:
                 INPUT_AND_WINDOW,
                 user_id,
                 session_id,
-                {**input_batch, **_floor(held), "batch": batch},
+                {**input_batch, **floor_parameters(held), "batch": batch},
             )
         if rows.input is None:
             return None
-        return rows.input, self._window_read(rows, [rows.input], user_id, session_id, batch)
+        return rows.input, window_read(
+            self._database, rows, [rows.input], user_id, session_id, batch
+        )
 
     def walk_back(
         self, user_id: str, session_id: str, *, after_seq: int = 0, batch: int = 64
@@ -237,7 +242,7 @@ class MessageStore:
                 connection, user_id, session_id, after_seq, limit=batch, newest_first=True
             )
         upto = first[-1].seq - 1 if len(first) == batch else after_seq
-        return self._walk(first, user_id, session_id, upto, after_seq, batch)
+        return walk_back_from(self._database, first, user_id, session_id, upto, after_seq, batch)
 
     def walk_back_after_summary(
         self,
@@ -263,47 +268,9 @@ class MessageStore:
             raise InvalidInputError("batch must be at least 1")
         with driver_autocommit(self._database) as connection:
             rows = run_window_statement(
-                connection, WINDOW, user_id, session_id, {**_floor(held), "batch": batch}
+                connection, WINDOW, user_id, session_id, {**floor_parameters(held), "batch": batch}
             )
-        return self._window_read(rows, [], user_id, session_id, batch)
-
-    def _window_read(
-        self,
-        rows: WindowRows,
-        first: list[StoredMessage],
-        user_id: str,
-        session_id: str,
-        batch: int,
-    ) -> WindowRead:
-        """The window statement's rows, the first ones first, then walked back further."""
-        after_seq = max(rows.floor, rows.summary.boundary_seq if rows.summary else 0)
-        upto = rows.recent[-1].seq - 1 if len(rows.recent) == batch else after_seq
-        walked = self._walk([*first, *rows.recent], user_id, session_id, upto, after_seq, batch)
-        return WindowRead(rows.summary, walked, rows.floor)
-
-    def _walk(
-        self,
-        first: list[StoredMessage],
-        user_id: str,
-        session_id: str,
-        upto: int,
-        after_seq: int,
-        batch: int,
-    ) -> Iterator[StoredMessage]:
-        # Seqs are contiguous (appends are serialised), so each seq range holds exactly `batch`.
-        yield from first
-        while upto > after_seq:
-            with self._database.reading() as connection:
-                records = messages_after(
-                    connection,
-                    user_id,
-                    session_id,
-                    max(after_seq, upto - batch),
-                    upto_seq=upto,
-                    newest_first=True,
-                )
-            yield from records
-            upto -= batch
+        return window_read(self._database, rows, [], user_id, session_id, batch)
 
     def history(self, user_id: str, session_id: str) -> list[StoredMessage]:
         """Return every message of a session in order ([] for a session the user does not have).
@@ -373,14 +340,7 @@ class MessageStore:
         """
         _check_session(user_id, session_id)
         with self._database.reading() as connection:
-            found = connection.execute(
-                text(
-                    "SELECT seq FROM messages WHERE user_id = :user_id "
-                    "AND session_id = :session_id AND role = 'user' ORDER BY seq DESC LIMIT 1"
-                ),
-                {"user_id": user_id, "session_id": session_id},
-            ).scalar_one_or_none()
-        return int(found or 0)
+            return turn_start_of(connection, user_id, session_id)
 
     def read_increment(
         self,
@@ -416,43 +376,16 @@ class MessageStore:
         _check_session(user_id, session_id)
         if min(max_tokens, max_messages, batch) < 1:
             raise InvalidInputError("max_tokens, max_messages and batch must be at least 1")
-        increment: list[StoredMessage] = []
-        total = 0
-        cursor = after_seq
         with self._database.reading() as connection:
-            while len(increment) < max_messages:
-                limit = min(batch, max_messages - len(increment))
-                rows = messages_after(connection, user_id, session_id, cursor, limit=limit)
-                for record in rows:
-                    if increment and total + record.tokens > max_tokens:
-                        return increment
-                    increment.append(record)
-                    total += record.tokens
-                if len(rows) < limit:
-                    break
-                cursor = rows[-1].seq
-        return increment
-
-
-@dataclass(frozen=True, slots=True)
-class WindowRead:
-    """A session's summary and the messages after its boundary (``walk_back_after_summary``).
-
-    Attributes:
-        summary: the session's summary, or None.
-        messages: the messages after the boundary and ``floor``, newest first, read lazily.
-        floor: the seq of the caller's ``held`` message when the session still holds it (the
-            messages start after it), else 0: what the caller held is gone.
-    """
-
-    summary: SummaryRecord | None
-    messages: Iterator[StoredMessage]
-    floor: int
-
-
-def _floor(held: StoredMessage | None) -> dict[str, int | None]:
-    """The window statement's floor parameters for a caller holding messages up to ``held``."""
-    return {"floor": held.seq if held else 0, "floor_id": held.id if held else None}
+            return increment_after(
+                connection,
+                user_id,
+                session_id,
+                after_seq,
+                max_tokens=max_tokens,
+                max_messages=max_messages,
+                batch=batch,
+            )
 
 
 def _check_session(user_id: str, session_id: str) -> None:

@@ -1,5 +1,6 @@
 """``CardStore`` is composed, not a class split over files by mixins: its reads, writes and
-searches are objects of their own, each given what it uses, and the store wires them.
+searches are objects of their own, each given what it uses, and the store wires them and hands
+out their methods as its own, the one way to call them.
 
 Also: one read of cards by id, with or without their stored keyword terms (no second method
 with its own copy of the statement).
@@ -10,8 +11,11 @@ import uuid
 
 from card_samples import MODEL, new_card
 
+import storage.cards as storage_cards
 from storage import EMBEDDING_DIM, CardStore, Database
-from storage.cards import CardQueries, CardReads, CardWrites
+from storage.card_queries import CardQueries
+from storage.card_reads import CardReads
+from storage.card_writes import CardWrites
 
 
 def test_the_store_is_no_mixin_and_each_part_takes_what_it_uses() -> None:
@@ -26,10 +30,36 @@ def test_the_store_is_no_mixin_and_each_part_takes_what_it_uses() -> None:
 
 def test_the_store_hands_out_its_parts_methods(database: Database) -> None:
     store = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
-    assert store.add == store.writes.add
-    assert store.get_many == store.reads.get_many
-    assert store.candidates == store.queries.candidates
-    assert store.queries.dimension == EMBEDDING_DIM
+    assert store.add == store._writes.add
+    assert store.get_many == store._reads.get_many
+    assert store.candidates == store._queries.candidates
+    assert store._queries.dimension == EMBEDDING_DIM
+
+
+def test_each_card_method_has_one_way_to_be_called(database: Database) -> None:
+    """``store.add``, never also ``store.writes.add``: the parts are private, and every public
+    method of a part is the store's own."""
+    store = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
+    parts = (CardReads, CardWrites, CardQueries)
+    public = {name for name in vars(store) if not name.startswith("_")}
+    held = [name for name in public if isinstance(getattr(store, name), parts)]
+    assert held == []
+    methods = {
+        name
+        for part in parts
+        for name, member in vars(part).items()
+        if callable(member) and not name.startswith("_")
+    }
+    assert methods <= public
+    for name in methods:
+        part = next(
+            vars(store)[attr]
+            for attr in ("_reads", "_writes", "_queries")
+            if hasattr(vars(store)[attr], name)
+        )
+        assert getattr(store, name) == getattr(part, name)
+    # No part is exported beside the store as a second public way in.
+    assert not {part.__name__ for part in parts} & set(storage_cards.__all__)
 
 
 def test_a_caller_holding_one_part_writes_and_another_reads(database: Database) -> None:
