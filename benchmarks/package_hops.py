@@ -1,5 +1,6 @@
-"""How far one warm ``prepare`` with cards on travels through the code: modules, functions and
-package changes, per thread.
+"""How far one warm ``prepare`` with cards on travels through the code: the components of the
+architecture it crosses, in which direction, and (as detail) the modules, functions and package
+changes, per thread.
 
     python -m benchmarks.package_hops [--show]
 
@@ -10,23 +11,37 @@ the query, no LLM. The trace records every call of a function defined in ``memor
 ``storage/`` or ``retrieval/`` (library code is not counted), on every thread (a profile hook
 set before the ``Memory`` is opened, so its thread pools carry it too).
 
-A function's package is the folder of its module: ``memory/facade.py`` is in ``memory``,
-``memory/context/trim.py`` in ``memory.context``, ``storage/cards/queries.py`` in
-``storage.cards``. On each thread the packages of successive calls, with repeats collapsed,
-make the request's path (``memory -> storage -> memory -> retrieval -> ...``); a *package
-change* is one arrow of that path. ``--show`` prints the paths.
+**Components** are what the import-linter contracts in ``pyproject.toml`` name: ``storage``
+whole and ``retrieval`` whole (neither has inner layers), each package of ``memory``
+(``memory.session``, ``memory.longterm``, ``memory.cards``, ``memory.context``, ...), and
+``memory``'s top-level modules together as ``memory`` (facade, settings, errors, llm, ...).
+A *component pair* is a distinct caller-component -> callee-component edge among the calls
+the request makes. A call goes *against the layers* when its callee's module sits in the same
+layer as its caller's or a higher one, by the contracts' order: ``memory -> retrieval ->
+storage``, and inside ``memory`` the layers of its own contract (``memory.context``, the pure
+core, is below everything but ``memory.errors``). A callable handed down and called from below
+counts as the call it is (the profile hook sees the frame that calls it); a generator that
+yields a question to its caller and is sent the answer does not call up. The component graph
+is checked for a cycle too.
 
-Prints the totals and the path lengths per thread; the results and this command are in
-BENCHMARKS.md ("How far a request travels").
+As detail, the function-level count: a function's *package* is the folder of its module
+(``memory/facade.py`` is in ``memory``, ``storage/messages/store.py`` in
+``storage.messages``), and a *package change* is a distinct caller -> callee pair of
+functions in different packages. ``--show`` lists those pairs, ``^`` marking the ones against
+the layers.
+
+The results and this command are in BENCHMARKS.md ("How far a request travels").
 """
 
 from __future__ import annotations
 
 import argparse
+import graphlib
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -96,12 +111,66 @@ class Trace:
 
 
 Call = tuple[tuple[str, str] | None, tuple[str, str]]
-
-#: The layers from the top: a call from a lower one into a higher one goes against them.
-LAYERS = ("memory", "retrieval", "storage")
+Function = tuple[str, str]
 
 
-def crossings(calls: list[Call]) -> set[tuple[tuple[str, str], tuple[str, str]]]:
+@dataclass(frozen=True)
+class Layers:
+    """The layers of ``pyproject.toml``'s import-linter contracts, from the top: the three
+    packages', and ``memory``'s own (each entry a module or a package of ``memory``; ``|``
+    separates the independent ones of one layer)."""
+
+    top: tuple[str, ...]
+    inside_memory: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def of_project(cls) -> Layers:
+        """The layers the contracts name."""
+        config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        contracts = config["tool"]["importlinter"]["contracts"]
+        layered = [c["layers"] for c in contracts if c["type"] == "layers"]
+        top = next(layers for layers in layered if layers[0] == "memory")
+        inside = next(layers for layers in layered if layers[-1] == "memory.errors")
+        return cls(
+            tuple(top),
+            tuple(tuple(name.strip() for name in layer.split("|")) for layer in inside),
+        )
+
+    def component(self, module: str) -> str:
+        """The component a module is part of (see the module's docstring)."""
+        package = module.split(".")[0]
+        if package != "memory":
+            return package
+        entry = self._entry(module)
+        if entry is not None and (ROOT / entry.replace(".", "/")).is_dir():
+            return entry
+        return "memory"
+
+    def rank(self, module: str) -> tuple[int, int]:
+        """Where a module sits, from the top: its package's layer, then (in ``memory``) the
+        layer of the contract inside ``memory`` (-1 for ``memory`` itself, above them all)."""
+        top = self.top.index(module.split(".")[0])
+        entry = self._entry(module)
+        inner = (
+            next(i for i, layer in enumerate(self.inside_memory) if entry in layer) if entry else -1
+        )
+        return top, inner
+
+    def against(self, caller: str, callee: str) -> bool:
+        """Whether a call between modules of two components goes against the layers: up, or
+        sideways between independent parts of one layer."""
+        return self.rank(callee) <= self.rank(caller)
+
+    def _entry(self, module: str) -> str | None:
+        """The entry of ``memory``'s contract that names the module or its package."""
+        for layer in self.inside_memory:
+            for entry in layer:
+                if module == entry or module.startswith(entry + "."):
+                    return entry
+        return None
+
+
+def crossings(calls: list[Call]) -> set[tuple[Function, Function]]:
     """The distinct (caller, callee) of the calls that change package."""
     return {
         (caller, callee)
@@ -110,12 +179,29 @@ def crossings(calls: list[Call]) -> set[tuple[tuple[str, str], tuple[str, str]]]
     }
 
 
-def against_layers(caller: str, callee: str) -> bool:
-    """True when a call goes up: storage or retrieval into a layer above, or ``memory.context``
-    (the pure core) into the rest of ``memory``."""
-    above = LAYERS.index(callee.split(".")[0]) < LAYERS.index(caller.split(".")[0])
-    out_of_core = caller.startswith("memory.context.") and not callee.startswith("memory.context.")
-    return above or out_of_core
+def module_of(function: Function) -> str:
+    """The module of a (package, module.function)."""
+    return function[1].rsplit(".", 1)[0]
+
+
+def component_pairs(
+    layers: Layers, changes: Iterable[tuple[Function, Function]]
+) -> set[tuple[str, str]]:
+    """The distinct (caller component, callee component) of the calls between components."""
+    pairs = {(layers.component(module_of(a)), layers.component(module_of(b))) for a, b in changes}
+    return {(a, b) for a, b in pairs if a != b}
+
+
+def has_cycle(pairs: Iterable[tuple[str, str]]) -> bool:
+    """Whether the directed graph of ``pairs`` has a cycle."""
+    graph: dict[str, set[str]] = {}
+    for caller, callee in pairs:
+        graph.setdefault(caller, set()).add(callee)
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError:
+        return True
+    return False
 
 
 def prepared_user(mem: Memory) -> None:
@@ -156,14 +242,30 @@ def main(argv: list[str] | None = None) -> int:
     modules = {function.rsplit(".", 1)[0] for function in functions}
     packages = {callee[0] for _, callee in calls}
     changes = crossings(calls)
-    upward = {(a, b) for a, b in changes if against_layers(a[1], b[1])}
+    layers = Layers.of_project()
+    upward = {
+        (a, b)
+        for a, b in changes
+        if layers.component(module_of(a)) != layers.component(module_of(b))
+        and layers.against(module_of(a), module_of(b))
+    }
+    components = component_pairs(layers, changes)
     print(f"one warm prepare with cards on ({recalled} memories recalled):")
     print(f"  threads {len(trace.calls)} ({', '.join(sorted(trace.calls))})")
-    print(f"  packages {len(packages)}, modules {len(modules)}, functions {len(functions)}")
-    print(f"  package changes {len(changes)} (distinct caller -> callee calls across packages)")
+    print(
+        f"  component pairs {len(components)}: "
+        + ", ".join(f"{a} -> {b}" for a, b in sorted(components))
+    )
+    print(f"  component graph: {'a cycle' if has_cycle(components) else 'acyclic'}, ", end="")
+    print(f"{len(upward)} calls against the layers" if upward else "downward only")
+    print("  detail, by folder-package and function:")
+    print(f"    packages {len(packages)}, modules {len(modules)}, functions {len(functions)}")
+    print(
+        f"    package changes {len(changes)} (distinct caller -> callee functions across packages)"
+    )
     pairs = {(caller[0], callee[0]) for caller, callee in changes}
-    print(f"  package pairs {len(pairs)}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(pairs)))
-    print(f"  against the layers {len(upward)}")
+    print(f"    package pairs {len(pairs)}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(pairs)))
+    print(f"    against the layers {len(upward)}")
     if args.show:
         for caller, callee in sorted(changes):
             mark = "  ^" if (caller, callee) in upward else "   "

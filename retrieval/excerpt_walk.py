@@ -5,16 +5,38 @@ lines of one conversation are one memory), through lines left out as repeats; a 
 word for word already is left out; a bare question or boilerplate never opens a memory and
 waits until a line next to it is taken; the walk ends at the first line that would open
 memory ``k + 1`` or would not fit the token budget.
+
+The walk does not count tokens itself: what a memory costs is the prompt's business (its
+tokenizer, how a memory is quoted), one layer up. It is a generator that yields the text of
+each memory it weighs and is sent that memory's tokens (``Pricing``); ``priced`` runs it with
+a counting function, and the caller that owns the counting runs it with its own loop, so no
+function of a layer above is ever handed down.
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from retrieval.turns import day_text
 
-__all__ = ["Line", "day_text", "render", "shown_words", "walk", "words_of"]
+__all__ = [
+    "Line",
+    "Pricing",
+    "day_text",
+    "priced",
+    "render",
+    "shown_words",
+    "walk",
+    "words_of",
+]
+
+T = TypeVar("T")
+
+#: A computation that needs the tokens of memories: it yields a memory's text as the prompt
+#: would show it and is sent back its tokens, until it returns its result.
+Pricing = Generator[str, int, T]
 
 
 @dataclass
@@ -55,16 +77,27 @@ class Line:
     weighed: bool = False  # whether ``shown`` was decided (lines are cut when first looked at)
 
 
+def priced(pricing: Pricing[T], count: Callable[[str], int]) -> T:
+    """Run ``pricing`` to its result, answering each memory text it yields with ``count``."""
+    try:
+        text = next(pricing)
+        while True:
+            text = pricing.send(count(text))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
 def walk(
     order: list[Line],
     *,
     k: int,
     max_tokens: int | None,
-    count: Callable[[str], int],
     fill: bool = False,
     cut: Callable[[Line], str | None] | None = None,
-) -> list[list[Line]]:
-    """Take lines best first into excerpts until ``k`` excerpts or the budget (see module).
+) -> Pricing[list[list[Line]]]:
+    """Take lines best first into excerpts until ``k`` excerpts or the budget (see module);
+    the tokens of each memory weighed are asked for (``Pricing``).
 
     A line that may not open a memory waits: it is taken as soon as a line next to it is.
     With ``fill``, a line that does not fit the budget is passed over, not the end: the
@@ -75,10 +108,10 @@ def walk(
     Returns:
         The excerpts' lines, in the order the excerpts were opened.
     """
-    state = _Walk(order, k=k, max_tokens=max_tokens, count=count, fill=fill, cut=cut)
+    state = _Walk(order, k=k, max_tokens=max_tokens, fill=fill, cut=cut)
     waiting: list[Line] = []
     for line in order:
-        taken = state.offer(line)
+        taken = yield from state.offer(line)
         if taken is None:
             break
         if not taken:
@@ -86,7 +119,10 @@ def walk(
                 waiting.append(line)
             continue
         while waiting:  # a line taken may let waiting ones join it, and those others
-            joined = [(w, state.offer(w)) for w in list(waiting) if state.touches(w)]
+            joined: list[tuple[Line, bool | None]] = []
+            for w in list(waiting):
+                if state.touches(w):
+                    joined.append((w, (yield from state.offer(w))))
             if any(result is None for _, result in joined):
                 return state.excerpts()
             if not joined:
@@ -105,11 +141,10 @@ class _Walk:
         *,
         k: int,
         max_tokens: int | None,
-        count: Callable[[str], int],
         fill: bool = False,
         cut: Callable[[Line], str | None] | None = None,
     ) -> None:
-        self.k, self.max_tokens, self.count, self.fill = k, max_tokens, count, fill
+        self.k, self.max_tokens, self.fill = k, max_tokens, fill
         self.cut = cut
         self.groups: list[list[Line]] = []  # each excerpt's lines; emptied when merged
         self.tokens: list[int] = []
@@ -127,16 +162,17 @@ class _Walk:
         """Whether ``line`` is next to an excerpt taken."""
         return bool(self.touching(line))
 
-    def offer(self, line: Line) -> bool | None:
+    def offer(self, line: Line) -> Pricing[bool | None]:
         """Take ``line`` if it may be: ``True`` taken, ``False`` left out, ``None`` the end
-        (it would open memory ``k + 1`` or not fit the budget)."""
+        (it would open memory ``k + 1`` or not fit the budget); the excerpt it would make is
+        priced (``Pricing``)."""
         words = self.words(line)
         touching = self.touching(line)
         if line.turn and words in self.sent_words:
             # Never twice in one prompt; the passages either side of it are still one.
             if len(touching) > 1:
                 merged = [member for g in touching for member in self.groups[g]]
-                self._join(touching, merged, self.count(render(merged)))
+                self._join(touching, merged, (yield render(merged)))
             return False
         if line.whole_turn and set(line.message_ids) <= self.covered:
             return False  # a turn card that could not be split, whose lines are all sent
@@ -145,7 +181,7 @@ class _Walk:
         if not touching and sum(1 for g in self.groups if g) == self.k:
             return None
         merged = [member for g in touching for member in self.groups[g]] + [line]
-        cost = self.count(render(merged))
+        cost = yield render(merged)
         others = sum(self.tokens) - sum(self.tokens[g] for g in touching)
         if self.max_tokens is not None and others + cost > self.max_tokens:
             return False if self.fill else None

@@ -28,8 +28,11 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    start memory ``k + 1``; a line that would not fit the token budget is passed over for the
    later ones that fit (``fill_budget``), or ends the walk.
 
-Pure: no database, no model; the caller passes the token count of a memory as its prompt
-carries it.
+Pure: no database, no model, no token counting: a memory's tokens are the prompt's business
+(its tokenizer, how it quotes a memory). ``pricing_excerpts`` asks for them as it goes (it yields
+each memory's text and is sent its tokens: ``retrieval.excerpt_walk.Pricing``), so the layer that
+counts answers with its own loop and hands nothing down; ``compose_excerpts`` answers with a
+counting function it is given.
 """
 
 import itertools
@@ -40,13 +43,13 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from retrieval.excerpt_text import asks, bare_question, cut_line, line_terms
-from retrieval.excerpt_walk import Line, day_text, render, walk, words_of
+from retrieval.excerpt_walk import Line, Pricing, day_text, priced, render, walk, words_of
 from retrieval.keywords import is_cjk_term
 from retrieval.recipe import SearchConfig
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
 
-__all__ = ["Excerpt", "Gate", "compose_excerpts", "relevant_cards"]
+__all__ = ["Excerpt", "Gate", "compose_excerpts", "pricing_excerpts", "relevant_cards"]
 
 
 class Gate(BaseModel):
@@ -142,7 +145,8 @@ def compose_excerpts(
     first: Collection[int] = (),
     stale_last: bool = True,
 ) -> list[Excerpt]:
-    """The memories of a request, best first (see the module's docstring).
+    """The memories of a request, best first (see the module's docstring), each memory's
+    tokens counted by ``count`` (``pricing_excerpts`` run by ``priced``).
 
     Args:
         hits: The search's cards in rank order (pins and cards to leave out removed).
@@ -161,6 +165,40 @@ def compose_excerpts(
 
     Returns:
         At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
+    """
+    return priced(
+        pricing_excerpts(
+            hits,
+            query_terms,
+            config,
+            k=k,
+            max_tokens=max_tokens,
+            min_similarity=min_similarity,
+            vouched=vouched,
+            first=first,
+            stale_last=stale_last,
+        ),
+        count,
+    )
+
+
+def pricing_excerpts(
+    hits: Sequence[ScoredCard],
+    query_terms: Sequence[str],
+    config: SearchConfig,
+    *,
+    k: int,
+    max_tokens: int | None,
+    min_similarity: float | None = None,
+    vouched: Mapping[int, str] | None = None,
+    first: Collection[int] = (),
+    stale_last: bool = True,
+) -> Pricing[list[Excerpt]]:
+    """``compose_excerpts`` as a ``Pricing``: it yields the text of each memory it weighs and
+    is sent that memory's tokens in the prompt, then returns the excerpts.
+
+    For a caller that counts tokens in a layer of its own (recall: ``memory.longterm``), so
+    the walk never calls up into it. The arguments are ``compose_excerpts``'s but ``count``.
     """
     if k <= 0:
         return []
@@ -197,11 +235,10 @@ def compose_excerpts(
             line.card,
         ),
     )
-    groups = walk(
+    groups = yield from walk(
         order,
         k=k,
         max_tokens=max_tokens,
-        count=count,
         fill=config.fill_budget,
         cut=(lambda line: cut_line(line.text, wanted, config)) if config.trim_lines else None,
     )

@@ -1,7 +1,7 @@
 """``CardIndex``: cards embedded and keyword-indexed on the way in, hybrid search on the way out."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -297,6 +297,29 @@ class CardIndex:
                 if len(chosen) == k:
                     return chosen
         return chosen
+
+    # Recall reads the cards it needs besides a search through the index too, so long-term
+    # memory reaches the store through retrieval only (``benchmarks/package_hops.py``).
+
+    def pins(self, user_id: str) -> list[Card]:
+        """The user's pinned cards, oldest first, superseded ones included."""
+        return self._store.list_cards(user_id, CardFilter(pinned=True, include_superseded=True))
+
+    def keyed_from_messages(self, user_id: str, message_ids: Sequence[int]) -> list[Card]:
+        """The user's cards with a subject and attribute made from any of ``message_ids``,
+        superseded ones included (``CardStore.keyed_from_messages``)."""
+        return self._store.keyed_from_messages(user_id, message_ids)
+
+    def current_keyed(
+        self,
+        user_id: str,
+        keys: Iterable[tuple[str, str]],
+        *,
+        prefixes: Iterable[tuple[str, str]] = (),
+    ) -> list[Card]:
+        """The user's valid cards with one of the (subject, attribute) pairs ``keys``, or an
+        attribute starting with one of ``prefixes`` (``CardStore.current_keyed``)."""
+        return self._store.current_keyed(user_id, keys, prefixes=prefixes)
 
 
 def _mergeable(card: NewCard) -> bool:

@@ -2,14 +2,16 @@
 
 The facade owns one; it holds the ``MessageArchiver`` that turns stored messages into cards
 (``archiver``, from ``memory.longterm.archiving``), answers ``search``, keeps pins within their
-budget, and recalls the memories of one request (``recall``).
+budget, and recalls the memories of one request (``recall``; the memories and report lines it
+hands on are made in ``memory.longterm.recalled_memories``). Cards are read and searched
+through ``retrieval.CardIndex``: on the way of a request, long-term memory calls ``retrieval``
+only, never ``storage`` itself.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from memory.cards import (
@@ -22,7 +24,7 @@ from memory.cards import (
 from memory.cards.asking import asks_about_the_past
 from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
-from memory.context.parts import RetrievedMemory, memories_message, quote_memory
+from memory.context.parts import RetrievedMemory, memories_message
 from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import CardNotFoundError, PinBudgetError
@@ -30,6 +32,12 @@ from memory.llm import ChatModel, LLMChain
 from memory.longterm.archiving import MessageArchiver
 from memory.longterm.card_lifecycle import CardWriter
 from memory.longterm.recall_ahead import RecallAhead, RecallReads
+from memory.longterm.recalled_memories import (
+    Recall,
+    card_memory,
+    priced_in_prompt,
+    recalled_excerpt,
+)
 from memory.longterm.validity import current_first, named_current, why_brought
 from memory.settings import CardSettings, SummarySettings
 from retrieval import (
@@ -37,20 +45,17 @@ from retrieval import (
     CardIndex,
     CardQuery,
     Embedder,
-    Excerpt,
     HashingEmbedder,
     OnnxEmbedder,
     PrefetchingEmbedder,
     ScoredCard,
-    compose_excerpts,
     relevant_cards,
     search_config_for,
 )
-from retrieval.turns import day_text
+from retrieval.excerpts import pricing_excerpts
 from storage import (
     ArchiveMarks,
     Card,
-    CardFilter,
     CardStore,
     Database,
     MessageStore,
@@ -71,14 +76,6 @@ def default_embedder(settings: CardSettings) -> Embedder:
     if settings.embedder == "hashing":
         return HashingEmbedder()
     return OnnxEmbedder()
-
-
-@dataclass(frozen=True, slots=True)
-class Recall:
-    """What one request recalled: the memories for the prompt and their report."""
-
-    memories: tuple[RetrievedMemory, ...]
-    state: RecallState
 
 
 class LongTermMemory:
@@ -179,7 +176,7 @@ class LongTermMemory:
         """
         if not text.strip():
             raise ValueError("a pin needs a text")
-        pinned = [_memory(card, 1.0) for card in self.pins(user_id)]
+        pinned = [card_memory(card, 1.0) for card in self.pins(user_id)]
         required = self._counter.count_message(
             _must(memories_message([*pinned, RetrievedMemory(text=text.strip(), score=1.0)]))
         )
@@ -209,7 +206,7 @@ class LongTermMemory:
 
     def pins(self, user_id: str) -> list[Card]:
         """The user's pinned cards, oldest first."""
-        return self.store.list_cards(user_id, CardFilter(pinned=True, include_superseded=True))
+        return self.index.pins(user_id)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -254,13 +251,14 @@ class LongTermMemory:
         sources are in the window are left out: the model sees those messages already.
 
         The cards found become at most ``k`` memories within ``max_tokens``
-        (``retrieval.compose_excerpts``): below the relevance gate nothing is sent, and
-        overlapping turn cards are merged line by line, so no line is sent twice.
+        (``retrieval.excerpts``, each memory priced by ``priced_in_prompt``): below the
+        relevance gate nothing is sent, and overlapping turn cards are merged line by line, so
+        no line is sent twice.
 
         ``ahead`` (``recall_ahead``) has read the pins and maybe made the first search.
         """
         pins = ahead.pins() if ahead is not None else self.pins(user_id)
-        memories = [_memory(card, 1.0) for card in pins]
+        memories = [card_memory(card, 1.0) for card in pins]
         recalled = [RecalledCard(card.id, 1.0, True, card.type, reason="pinned") for card in pins]
         last_user = next(
             (i for i in range(len(window) - 1, -1, -1) if window[i][1].role == "user"), None
@@ -301,23 +299,23 @@ class LongTermMemory:
             # ``current_first`` gives them), in their rank, not after the current ones.
             past = asks_about_the_past(query)
             older = sum(1 for h in fresh if h.card.id in brought and h.card.valid_to is not None)
-            excerpts = compose_excerpts(
+            pricing = pricing_excerpts(
                 fresh,
                 terms,
                 self.index.config,
                 k=self._settings.k + (older if past else 0),
                 max_tokens=self._settings.max_tokens,
-                count=self._memory_tokens,
                 min_similarity=self._settings.min_score,
                 vouched={h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
                 first=named,
                 stale_last=not past,
             )
+            excerpts = priced_in_prompt(pricing, self._counter)
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
                 for e in excerpts
             ]
-            recalled += [self._recalled(excerpt) for excerpt in excerpts]
+            recalled += [recalled_excerpt(excerpt, self._counter) for excerpt in excerpts]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
 
     def _fresh_hits(
@@ -371,29 +369,6 @@ class LongTermMemory:
         most = self.index.config.excerpt_cards
         return most if self._settings.max_tokens is not None else min(most, 4 * self._settings.k)
 
-    def _memory_tokens(self, text: str) -> int:
-        """The tokens a memory takes in the prompt: its line ``- "..."`` (``memories_message``)."""
-        return self._counter.count_text(f"- {quote_memory(text)}\n")
-
-    def _recalled(self, excerpt: Excerpt) -> RecalledCard:
-        """An excerpt as the report shows it: the score's parts and the reason."""
-        best, gate = excerpt.cards[0], excerpt.gates[0]
-        return RecalledCard(
-            card_id=best.card.id,
-            score=best.score,
-            pinned=False,
-            type=best.card.type,
-            similarity=best.similarity,
-            keyword_score=best.keyword_score,
-            keyword_share=gate.keyword_share,
-            rank=excerpt.ranks[0],
-            line_score=excerpt.line_score,
-            cards=tuple(hit.card.id for hit in excerpt.cards),
-            message_ids=excerpt.message_ids,
-            tokens=self._memory_tokens(excerpt.text),
-            reason=excerpt.reason(),
-        )
-
 
 def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s: float) -> LLMChain:
     """The chain that rewrites queries: the summariser's model, one attempt within the deadline.
@@ -412,24 +387,6 @@ def _rewrite_chain(chat: ChatModel, summary: SummarySettings | None, deadline_s:
         }
     )
     return LLMChain.for_settings(chat, quick, temperature=0.0)
-
-
-def _memory(card: Card, score: float) -> RetrievedMemory:
-    """A card as a memory of the prompt, with its date (turn cards carry theirs already) and,
-    when what it says no longer holds, until when it did: ``[3 March 2025, until 4 April
-    2025] User lives in Lyon``, ``[until 4 April 2025] [3 March 2025] User: I live in Lyon``.
-
-    A pin is shown as written: it holds whenever it was said, and its tokens are known when it
-    is pinned (the pin budget is checked then).
-    """
-    text = card.text
-    until = f"until {day_text(card.valid_to)}" if card.valid_to is not None else None
-    if card.type != "turn" and not card.pinned:
-        when = day_text(card.occurred_at or card.observed_at)
-        text = f"[{when}, {until}] {text}" if until else f"[{when}] {text}"
-    elif until:
-        text = f"[{until}] {text}"
-    return RetrievedMemory(text=text, score=score, pinned=card.pinned, id=str(card.id))
 
 
 def _must(message: Message | None) -> Message:

@@ -53,7 +53,7 @@ def current_first(
     """The recalled memories with every superseded value marked and ranked after the current.
 
     Args:
-        index: The user's card index (its store answers which cards were made from what).
+        index: The user's card index (it answers which cards were made from what).
         user_id: The owner.
         query: The (rewritten) query the memories were recalled for.
         hits: The recalled memories, best first (at most ``settings.k`` of them).
@@ -82,7 +82,7 @@ def current_first(
     facts = {fact for facts in stale.values() for fact, _ in facts if not _task(fact[1])}
     exact = {*facts, *((_ASKER, a) for a in asked if not a.endswith(":"))}
     prefixes = [(_ASKER, a) for a in asked if a.endswith(":")]
-    currents = index.store.current_keyed(user_id, sorted(exact), prefixes=prefixes)
+    currents = index.current_keyed(user_id, sorted(exact), prefixes=prefixes)
     present = {*shown, *_ids(recalled)}
     best = recalled[0].score if recalled else 1.0
     current = [
@@ -174,7 +174,7 @@ def _stale_facts(
             carried[card.id] = [((card.subject or "", card.attribute or ""), card.valid_to)]
     turns = [hit.card for hit in recalled if hit.card.type == "turn"]
     sources = sorted({i for card in turns for i in card.source_message_ids})
-    keyed = index.store.keyed_from_messages(user_id, sources) if sources else []
+    keyed = index.keyed_from_messages(user_id, sources) if sources else []
     for turn in turns:
         made = [c for c in keyed if set(c.source_message_ids) & set(turn.source_message_ids)]
         holding = {_fact(c) for c in made if c.valid_to is None}

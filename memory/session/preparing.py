@@ -17,8 +17,9 @@ from memory.context.parts import RetrievedMemory
 from memory.context.report import Dropped, InterruptedCall, MessageRef, RecallState
 from memory.context.tokens import TokenCounter
 from memory.errors import InvalidHistoryError
-from memory.longterm.long_term_memory import LongTermMemory, Recall
+from memory.longterm.long_term_memory import LongTermMemory
 from memory.longterm.recall_ahead import RecallAhead
+from memory.longterm.recalled_memories import Recall
 from memory.session.folding import Folding
 from memory.session.incoming import check_system, name_stored, parse_input
 from memory.session.recent import RecentMessages, RecentWindow, WindowCounter

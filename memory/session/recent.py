@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from memory.context.counted import CountedMessages
 from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
 from memory.context.units import fit_newest_start, turn_start, unit_spans
@@ -297,19 +298,6 @@ def _identical(one: object, other: object) -> bool:
     return one == other
 
 
-def _copied(value: Any) -> Any:
-    """A copy of a JSON-like value: new dicts and lists, the same (immutable) leaves."""
-    if type(value) is dict:
-        copy = dict(value)  # most values are strings: copied at C speed, then left alone
-        for key, item in copy.items():
-            if type(item) is dict or type(item) is list:
-                copy[key] = _copied(item)
-        return copy
-    if type(value) is list:
-        return [_copied(item) for item in value]
-    return value
-
-
 def _is_unit_start_past(record: StoredMessage, tokens: int, budget: int, seen_user: bool) -> bool:
     """Whether a walk back that reached ``record`` has read enough (see ``load``)."""
     return tokens > budget and seen_user and record.role != "tool"
@@ -349,15 +337,14 @@ def _fit(
     )
 
 
-class WindowCounter:
-    """A token counter that knows a window's messages: each is a dict lookup, not a recount.
+class WindowCounter(CountedMessages):
+    """A token counter that knows a window's messages (``memory.context.counted``): the hard
+    cap and the report get the counts the window holds (``RecentWindow.counts``, by the same
+    counter) and the assembler copies of its renderings (``RecentWindow.rendered``), not a
+    recount and a pydantic dump per message and request.
 
-    The hard cap and the report count every message of the context, some more than once per
-    request; for the window's messages (most of a context) this hands out the counts the
-    window holds (``RecentWindow.counts``, by the same counter). It renders them the same way
-    (``render``: a copy of ``RecentWindow.rendered``, not a pydantic dump per message and
-    request). Messages are known by identity, so a message the cap made (a cut tool result)
-    is counted by ``counter`` and rendered by ``Message.to_openai`` anew.
+    The window's data is handed to the core's own counter: the core never calls back into
+    the session.
 
     Args:
         counter: the counter the window's counts were made with, for every other message.
@@ -365,34 +352,4 @@ class WindowCounter:
     """
 
     def __init__(self, counter: TokenCounter, window: RecentWindow) -> None:
-        self._counter = counter
-        # The message is kept with its count: an id is only unique while its object lives.
-        self._known = {
-            id(message): (message, count, rendering)
-            for message, count, rendering in zip(
-                window.messages, window.counts, window.rendered, strict=True
-            )
-        }
-
-    def render(self, message: Message) -> dict[str, Any]:
-        """``message.to_openai()``: for a message of the window, a copy of its rendering.
-
-        A copy, so a caller that edits the dicts it was given (as it may with a rendering)
-        never edits the cache.
-        """
-        known = self._known.get(id(message))
-        if known is not None and known[0] is message:
-            copy: dict[str, Any] = _copied(known[2])
-            return copy
-        return message.to_openai()
-
-    def count_message(self, message: Message) -> int:
-        """Tokens of one message, its per-message overhead included."""
-        known = self._known.get(id(message))
-        if known is not None and known[0] is message:
-            return known[1]
-        return self._counter.count_message(message)
-
-    def count_text(self, text: str) -> int:
-        """Tokens of a plain string."""
-        return self._counter.count_text(text)
+        super().__init__(counter, window.messages, window.counts, window.rendered)
