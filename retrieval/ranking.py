@@ -4,7 +4,9 @@ Storage runs the one statement of a search (``CardStore.candidates``: the keywor
 SQL, and the vector rankings it can compute there) and reads vectors; the ranking of a user's
 current vectors held in this process (``retrieval.vectors``) and the HNSW ranking of a user
 too big for the exact scan run on this object's threads while that statement runs, and are
-merged with it here. The query's embedding is asked for only once the vector is needed: with
+merged with it here. When the user's keyword postings are held too (``retrieval.postings``),
+the statement reads only the user's version and keyword statistics (index lookups) and both
+rankings run here. The query's embedding is asked for only once the vector is needed: with
 the user's vectors held and no time window the statement needs none, so it runs while the
 embedder (a prefetching one, on another thread) finishes.
 """

@@ -1,4 +1,6 @@
-"""Each user's current card vectors as one matrix in this process, kept fresh by a version.
+"""Each user's current card vectors as one matrix in this process, kept fresh by a version,
+with the same cards' keyword postings (``retrieval.postings``: read in the same snapshot, so
+a search ranks both its rankings here when the statement sees that version).
 
 Loaded through ``CardStore.current_vectors`` (storage reads, retrieval ranks).
 

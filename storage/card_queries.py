@@ -1,7 +1,8 @@
 """The searches of the card store: by vector (exact scan or HNSW), the candidates of a hybrid
-search in one statement (``storage.card_search``), and a user's current vectors for a caller
-that ranks them itself (``storage.card_vectors``). Persistence only: the ranking of held
-vectors and the fusion are ``retrieval``'s."""
+search in one statement (``storage.card_search``; for a caller holding the user's vectors and
+keyword postings, only the statistics their ranking needs), and a user's current vectors and
+postings for a caller that ranks them itself (``storage.card_vectors``). Persistence only: the
+ranking of held vectors and postings and the fusion are ``retrieval``'s."""
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
