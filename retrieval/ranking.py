@@ -4,7 +4,9 @@ Storage runs the one statement of a search (``CardStore.candidates``: the keywor
 SQL, and the vector rankings it can compute there) and reads vectors; the ranking of a user's
 current vectors held in this process (``retrieval.vectors``) and the HNSW ranking of a user
 too big for the exact scan run on this object's threads while that statement runs, and are
-merged with it here. The query's embedding is asked for only once the vector is needed: with
+merged with it here. When the user's keyword postings are held too (``retrieval.postings``),
+the statement reads only the user's version and keyword statistics (index lookups) and both
+rankings run here. The query's embedding is asked for only once the vector is needed: with
 the user's vectors held and no time window the statement needs none, so it runs while the
 embedder (a prefetching one, on another thread) finishes.
 """
@@ -97,10 +99,80 @@ class CardRanking:
             The rankings, best first, and the cosine similarity of every candidate.
         """
         given, query = _when_needed(embedding)
+        wanted = sorted(set(terms))
         # Only the default search (current cards, no other filter) can use the held vectors:
         # they are exactly the user's current cards.
         vectors = self._vectors if where == _NO_FILTER else None
         held = vectors.get(user_id) if vectors is not None else None
+        if held is not None and held.postings is not None:
+            found = self._from_postings(user_id, given, query, wanted, limit, during, held)
+            if found is not None:
+                return found
+            assert vectors is not None  # held came from there
+            held = vectors.get(user_id)  # refreshed since, or dropped
+        return self._searched(user_id, given, query, wanted, limit, where, during, held)
+
+    def _from_postings(
+        self,
+        user_id: str,
+        given: Callable[[], Sequence[float]],
+        query: Callable[[], list[float]],
+        wanted: list[str],
+        limit: int,
+        during: tuple[datetime, datetime] | None,
+        held: UserVectors,
+    ) -> Candidates | None:
+        """The candidates of a search without filters from the user's held vectors and
+        postings, when they are at the version of the statement that reads the keyword
+        statistics (``CardStore.candidates`` with ``postings_held``): both rankings here, the
+        statement only index lookups (and the time window's ranking).
+
+        When a write moved the user's version since they were loaded, only what changed is
+        loaded first; when that load is at yet another version (a write since the statement)
+        or nothing is held any longer, None: the caller searches in SQL.
+        """
+        assert self._vectors is not None  # held vectors come from there
+        ahead = self._ahead.submit(lambda: held.nearest(query(), limit))
+        found = self._store.candidates(
+            user_id, given() if during is not None else None, wanted, limit=limit,
+            during=during, held=True, postings_held=True,
+        )  # fmt: skip
+        fresh: UserVectors | None = held
+        if held.version != found.version or found.cards > card_queries.EXACT_SCAN_MAX_CARDS:
+            if not 0 < found.cards <= card_queries.EXACT_SCAN_MAX_CARDS:
+                self._vectors.drop(user_id)
+                return None
+            fresh = self._vectors.refresh(user_id)
+            if fresh is None or fresh.version != found.version or fresh.postings is None:
+                return None
+        assert fresh is not None and fresh.postings is not None  # checked, or just loaded
+        # While the query's vector may still be on its way (``ahead`` waits for it).
+        keyword = fresh.postings.ranking(
+            fresh.ids, wanted, found.frequencies, cards=found.cards,
+            keyword_length=found.keyword_length or 0, limit=limit,
+        )  # fmt: skip
+        dense = ahead.result() if fresh is held else fresh.nearest(query(), limit)
+        held = fresh
+        similarity = {
+            **held.similarities(query(), [m.card_id for m in keyword]),
+            **found.similarity,
+            **{m.card_id: m.score for m in dense},
+        }
+        return Candidates(dense, keyword, found.timed, similarity, found.cards, found.version)
+
+    def _searched(
+        self,
+        user_id: str,
+        given: Callable[[], Sequence[float]],
+        query: Callable[[], list[float]],
+        wanted: list[str],
+        limit: int,
+        where: CardFilter,
+        during: tuple[datetime, datetime] | None,
+        held: UserVectors | None,
+    ) -> Candidates:
+        """The candidates of a search whose keyword ranking runs in SQL (``candidates``)."""
+        vectors = self._vectors if where == _NO_FILTER else None
         # With held vectors only the time window's ranking needs the query in SQL.
         in_sql = given() if held is None or during is not None else None
         # The vector ranking that does not come from the statement runs on this object's
@@ -114,7 +186,7 @@ class CardRanking:
         # The held vectors also say how many of the user's cards are current at their version:
         # the keyword ranking then reads fewer candidates for the same ranking.
         found = self._store.candidates(
-            user_id, in_sql, terms, limit=limit, where=where, during=during,
+            user_id, in_sql, wanted, limit=limit, where=where, during=during,
             held=held is not None,
             current=None if held is None else (held.version, len(held.ids)),
         )  # fmt: skip

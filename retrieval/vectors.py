@@ -1,4 +1,6 @@
-"""Each user's current card vectors as one matrix in this process, kept fresh by a version.
+"""Each user's current card vectors as one matrix in this process, kept fresh by a version,
+with the same cards' keyword postings (``retrieval.postings``: read in the same snapshot, so
+a search ranks both its rankings here when the statement sees that version).
 
 Loaded through ``CardStore.current_vectors`` (storage reads, retrieval ranks).
 
@@ -39,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from retrieval.postings import HeldPostings
+from storage.card_vectors import CurrentVectors
 from storage.cards import CardMatch, CardStore
 
 __all__ = ["DEFAULT_VECTOR_CACHE_BYTES", "CardVectors", "UserVectors"]
@@ -50,7 +54,8 @@ DEFAULT_VECTOR_CACHE_BYTES = 256 * 2**20
 
 @dataclass(frozen=True, slots=True)
 class UserVectors:
-    """One user's current cards at one version: ids ascending, and their unit vectors."""
+    """One user's current cards at one version: ids ascending, their unit vectors, and their
+    keyword postings (``retrieval.postings``; None: not held, the keywords are ranked in SQL)."""
 
     version: int
     ids: npt.NDArray[np.int64]
@@ -59,11 +64,13 @@ class UserVectors:
     #: there (by ``CardVectors`` under its lock, only by the user's newest ``UserVectors``),
     #: never into a row an older one can see.
     buffer: npt.NDArray[np.float32]
+    postings: HeldPostings | None = None
 
     @property
     def nbytes(self) -> int:
         """The memory the arrays take."""
-        return int(self.ids.nbytes + self.buffer.nbytes)
+        held = 0 if self.postings is None else self.postings.nbytes
+        return int(self.ids.nbytes + self.buffer.nbytes + held)
 
     def nearest(self, query: Sequence[float], limit: int) -> list[CardMatch]:
         """The ``limit`` cards nearest to a unit ``query`` by inner product, best first.
@@ -159,47 +166,42 @@ class CardVectors:
             user_id,
             known=None if held is None else held.ids.tolist(),
             max_cards=self._max_bytes // self._row_bytes,
+            postings_known=held is not None and held.postings is not None,
         )
         if read is None:
             self.drop(user_id)
             return None
         if held is None:
             ids, matrix = read.ids, read.new_rows
+            postings = HeldPostings(read.new_postings)
         else:
             count = len(held.ids)
             if len(read.ids) >= count and np.array_equal(read.ids[:count], held.ids):
                 # Only cards added (the common write): their rows go after the held ones.
-                return self._append(user_id, held, read.version, read.new_ids, read.new_rows)
+                return self._append(user_id, held, read)
             kept = np.isin(held.ids, read.ids, assume_unique=True)
             ids = np.concatenate([held.ids[kept], read.new_ids])
             matrix = np.concatenate([held.matrix[kept], read.new_rows])
             order = np.argsort(ids, kind="stable")
             ids, matrix = ids[order], matrix[order]
-        loaded = UserVectors(read.version, ids, *_with_room(matrix))
+            postings = _postings_after(held, read, removed=int(count - kept.sum()))
+        loaded = UserVectors(read.version, ids, *_with_room(matrix), postings)
         with self._lock:
             self._keep_locked(user_id, loaded)
         return loaded
 
-    def _append(
-        self,
-        user_id: str,
-        held: UserVectors,
-        version: int,
-        new_ids: npt.NDArray[np.int64],
-        new_rows: npt.NDArray[np.float32],
-    ) -> UserVectors:
+    def _append(self, user_id: str, held: UserVectors, read: CurrentVectors) -> UserVectors:
         """``held`` with cards added after it: written into its room when it still is the
         user's newest matrix and has room (no copy of the others), else copied."""
-        count, more = len(held.ids), len(new_ids)
-        ids = np.concatenate([held.ids, new_ids])
+        count, more = len(held.ids), len(read.new_ids)
+        postings = _postings_after(held, read, removed=0)
         with self._lock:
             if self._users.get(user_id) is held and count + more <= len(held.buffer):
-                held.buffer[count : count + more] = new_rows
-                loaded = UserVectors(version, ids, held.buffer[: count + more], held.buffer)
+                held.buffer[count : count + more] = read.new_rows
+                matrix, buffer = held.buffer[: count + more], held.buffer
             else:
-                loaded = UserVectors(
-                    version, ids, *_with_room(np.concatenate([held.matrix, new_rows]))
-                )
+                matrix, buffer = _with_room(np.concatenate([held.matrix, read.new_rows]))
+            loaded = UserVectors(read.version, read.ids, matrix, buffer, postings)
             self._keep_locked(user_id, loaded)
         return loaded
 
@@ -223,6 +225,14 @@ class CardVectors:
             self._bytes -= evicted.nbytes
         self._users[user_id] = loaded
         self._bytes += loaded.nbytes
+
+
+def _postings_after(held: UserVectors, read: CurrentVectors, *, removed: int) -> HeldPostings:
+    """The postings of ``read``'s current cards: ``held``'s updated with the new cards' (all
+    of them read when ``held`` had none), ``removed`` cards having left."""
+    if held.postings is None:
+        return HeldPostings(read.new_postings)
+    return held.postings.updated(read.ids, removed, read.new_ids, read.new_postings)
 
 
 def _with_room(

@@ -1,10 +1,11 @@
 """The searches of the card store: by vector (exact scan or HNSW), the candidates of a hybrid
-search in one statement (``storage.card_search``), and a user's current vectors for a caller
-that ranks them itself (``storage.card_vectors``). Persistence only: the ranking of held
-vectors and the fusion are ``retrieval``'s."""
+search in one statement (``storage.card_search``; for a caller holding the user's vectors and
+keyword postings, only the statistics their ranking needs), and a user's current vectors and
+postings for a caller that ranks them itself (``storage.card_vectors``). Persistence only: the
+ranking of held vectors and postings and the fusion are ``retrieval``'s."""
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -12,7 +13,7 @@ from sqlalchemy import text
 
 from storage.card_records import CardFilter, CardMatch, filter_sql
 from storage.card_rows import unit_vector, vector_literal
-from storage.card_search import Candidates, candidate_sql
+from storage.card_search import Candidates, candidate_sql, statistics_sql
 from storage.card_vectors import CurrentVectors, current_vectors
 from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
@@ -119,6 +120,7 @@ class CardQueries:
         during: tuple[datetime, datetime] | None = None,
         held: bool = False,
         current: tuple[int, int] | None = None,
+        postings_held: bool = False,
     ) -> Candidates:
         """Return the candidates of a hybrid search in one statement: the vector ranking
         ``search_vector`` gives (exact scan), the keyword ranking (Okapi BM25 over the user's
@@ -145,14 +147,24 @@ class CardQueries:
                 caller's held vectors): when the statement sees that version, a search
                 without filters reads fewer keyword candidates, for the same ranking
                 (``candidate_sql``). Ignored with filters.
+            postings_held: With ``held``, without filters: the caller also holds the
+                keyword postings of the user's current cards and ranks them itself. The
+                statement (``statistics_sql``) then runs no keyword ranking and returns
+                what that ranking needs instead: the user's total keyword length and the
+                query terms' document frequencies, at the version it returns.
 
         Returns:
             The rankings, best first, the cosine similarity of every candidate scored in
-            SQL, the user's card count and version.
+            SQL, the user's card count and version (and with ``postings_held`` the keyword
+            statistics).
         """
         if query is None and (not held or during is not None):
             raise ValueError("the query vector is needed unless held and without a time window")
         wanted = sorted(set(terms))
+        if postings_held:
+            if not held or where != _NO_FILTER:
+                raise ValueError("held postings are the current cards: held, without filters")
+            return self._statistics(user_id, query, wanted, limit=limit, during=during)
         sql, params = candidate_sql(where, dense=True, keywords=bool(wanted), during=during)
         params.update(
             user_id=user_id,
@@ -195,18 +207,59 @@ class CardQueries:
             found.dense, found.keyword, found.timed, found.similarity, found.cards, found.version
         )
 
+    def _statistics(
+        self,
+        user_id: str,
+        query: Sequence[float] | None,
+        wanted: list[str],
+        *,
+        limit: int,
+        during: tuple[datetime, datetime] | None,
+    ) -> Candidates:
+        """``candidates`` for a caller holding the current cards' vectors and postings."""
+        sql, params = statistics_sql(during=during)
+        params.update(
+            user_id=user_id,
+            terms=wanted,
+            query=None if query is None else vector_literal(unit_vector(query)),
+            limit=limit,
+        )
+        with driver_autocommit(self._database) as connection:
+            found = _candidates(
+                connection.execute(driver_sql(self._database, sql), params).fetchall()
+            )
+        return Candidates(
+            timed=found.timed,
+            similarity=found.similarity,
+            cards=found.cards,
+            version=found.version,
+            keyword_length=found.keyword_length,
+            frequencies={wanted[at - 1]: count for at, count in found.positions.items()},
+        )
+
     def current_vectors(
-        self, user_id: str, *, known: Sequence[int] | None, max_cards: int
+        self,
+        user_id: str,
+        *,
+        known: Sequence[int] | None,
+        max_cards: int,
+        postings_known: bool = True,
     ) -> CurrentVectors | None:
-        """The user's current card vectors at the user's version, read in one snapshot:
-        only those of the cards not in ``known`` (a card's vector never changes).
+        """The user's current card vectors and keyword postings at the user's version, read
+        in one snapshot: only those of the cards not in ``known`` (a card's vector and terms
+        never change; with ``postings_known`` False, the postings of every current card).
 
         Returns:
-            The version, every current card's id and the new cards' vectors, or None when
-            the user has no cards or more than ``max_cards``.
+            The version, every current card's id and the new cards' vectors and postings,
+            or None when the user has no cards or more than ``max_cards``.
         """
         return current_vectors(
-            self._database, self.dimension, user_id, known=known, max_cards=max_cards
+            self._database,
+            self.dimension,
+            user_id,
+            known=known,
+            max_cards=max_cards,
+            postings_known=postings_known,
         )
 
     def similarities(
@@ -233,18 +286,26 @@ class CardQueries:
 @dataclass(frozen=True, slots=True)
 class _Found(Candidates):
     scored: int = 0
+    #: ``statistics_sql``'s document frequencies by the term's position in ``terms`` (from 1).
+    positions: dict[int, int] = field(default_factory=dict)
 
 
 def _candidates(rows: Sequence[tuple[Any, ...]]) -> _Found:
-    """Split ``candidate_sql``'s rows (ranking, id, score, rank) into rankings, each ordered
-    by its rank."""
+    """Split ``candidate_sql``'s (or ``statistics_sql``'s) rows (ranking, id, score, rank)
+    into rankings, each ordered by its rank."""
     rankings: dict[str, list[tuple[int, CardMatch]]] = {"d": [], "k": [], "t": []}
     similarity: dict[int, float] = {}
+    positions: dict[int, int] = {}
     cards = scored = 0
     version: int | None = None
+    keyword_length: int | None = None
     for ranking, card_id, score, rank in rows:
         if ranking == "n":
             cards, scored, version = int(score), int(rank), card_id
+        elif ranking == "l":
+            keyword_length = int(card_id)
+        elif ranking == "f":
+            positions[int(card_id)] = int(rank)
         elif ranking == "s":
             similarity[card_id] = float(score)
         else:
@@ -254,4 +315,14 @@ def _candidates(rows: Sequence[tuple[Any, ...]]) -> _Found:
     dense, keyword, timed = (
         [m for _, m in sorted(rankings[r], key=lambda item: item[0])] for r in ("d", "k", "t")
     )
-    return _Found(dense, keyword, timed, similarity, cards, version=version, scored=scored)
+    return _Found(
+        dense,
+        keyword,
+        timed,
+        similarity,
+        cards,
+        version=version,
+        keyword_length=keyword_length,
+        scored=scored,
+        positions=positions,
+    )

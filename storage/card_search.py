@@ -12,7 +12,7 @@ from datetime import datetime
 
 from storage.card_records import CardFilter, CardMatch, filter_sql
 
-__all__ = ["Candidates", "candidate_sql", "during_sql"]
+__all__ = ["Candidates", "candidate_sql", "during_sql", "statistics_sql"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,10 @@ class Candidates:
         cards: How many cards the user has (superseded ones included).
         version: The user's card version the statement saw (``card_stats.version``): the
             vectors a caller holds rank exactly these cards when theirs is the same.
+        keyword_length: The user's total count of keyword terms (superseded cards included),
+            when the caller ranks the keywords itself (``statistics_sql``), else None.
+        frequencies: Then, how many of the user's cards hold each of the query's terms
+            (superseded ones included; a term no card holds is absent).
     """
 
     dense: list[CardMatch] = field(default_factory=list)
@@ -35,6 +39,8 @@ class Candidates:
     similarity: dict[int, float] = field(default_factory=dict)
     cards: int = 0
     version: int | None = None
+    keyword_length: int | None = None
+    frequencies: dict[str, int] = field(default_factory=dict)
 
 
 def during_sql(alias: str = "") -> str:
@@ -160,17 +166,58 @@ def candidate_sql(
             "(SELECT id FROM keyword EXCEPT SELECT id FROM dense)",
         ]
     if during is not None:
-        ctes.append(
-            "timed AS MATERIALIZED (SELECT id, "
-            "row_number() OVER (ORDER BY distance, id) AS rank, 1 - distance AS score FROM ("
-            "SELECT id, (embedding <#> CAST(:query AS vector)) + 1 AS distance FROM cards "
-            f"WHERE user_id = :user_id{clause} AND {during_sql()} "
-            "ORDER BY 2 LIMIT :limit) AS nearest)"
-        )
+        ctes.append(_timed_cte(clause))
         parts.append("SELECT 't', id, score, rank FROM timed")
         params.update(d_since=during[0], d_until=during[1])
     sql = "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL ".join(parts)
     return sql, params
+
+
+def statistics_sql(*, during: tuple[datetime, datetime] | None) -> tuple[str, dict[str, object]]:
+    """The statement of a caller that holds the user's current cards' vectors and keyword
+    postings (``retrieval.vectors``): no ranking but the time window's, only what the caller
+    cannot hold, read in one snapshot: the user's card version and count (the ``n`` row, as
+    ``candidate_sql``'s, its ``rank`` 0), their total keyword length (an ``l`` row, in
+    ``id``), and each query term's document frequency (an ``f`` row per term some card
+    holds: its position in ``terms``, from 1, in ``id``; the count in ``rank``).
+
+    With these the caller's BM25 over its current cards is the keyword ranking of
+    ``candidate_sql`` without filters, and the version says whether its postings are those
+    cards. Bound parameters the caller adds: ``user_id``, ``terms``, and with ``during``:
+    ``query`` and ``limit``. Every read is an index lookup: the statistics row, and one
+    ``card_term_counts`` row per term.
+    """
+    params: dict[str, object] = {}
+    ctes = [
+        "stats AS MATERIALIZED (SELECT cards, version, keyword_length "
+        "FROM card_stats WHERE user_id = :user_id)"
+    ]
+    parts = [
+        "SELECT 'n' AS ranking, (SELECT version FROM stats) AS id, "
+        "coalesce((SELECT cards FROM stats), 0)::float8 AS score, 0 AS rank",
+        "SELECT 'l', keyword_length, 0, 0 FROM stats",
+        "SELECT 'f', array_position(CAST(:terms AS text[]), term), 0, cards::int "
+        "FROM card_term_counts WHERE user_id = :user_id "
+        "AND term = ANY(CAST(:terms AS text[])) AND cards > 0",
+    ]
+    if during is not None:
+        clause, params = filter_sql(CardFilter())
+        ctes.append(_timed_cte(clause))
+        parts.append("SELECT 't', id, score, rank FROM timed")
+        params.update(d_since=during[0], d_until=during[1])
+    sql = "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL ".join(parts)
+    return sql, params
+
+
+def _timed_cte(clause: str) -> str:
+    """The ``timed`` ranking: the nearest of the cards passing ``clause`` in the window."""
+    return (
+        "timed AS MATERIALIZED (SELECT id, "
+        "row_number() OVER (ORDER BY distance, id) AS rank, 1 - distance AS score FROM ("
+        "SELECT id, (embedding <#> CAST(:query AS vector)) + 1 AS distance FROM cards "
+        f"WHERE user_id = :user_id{clause} AND {during_sql()} "
+        "ORDER BY 2 LIMIT :limit) AS nearest)"
+    )
 
 
 def _bm25(alias: str, idf: str) -> str:

@@ -1,6 +1,7 @@
 """A user's current card vectors read in one snapshot, for a caller that ranks them in memory
-(``retrieval.vectors``): the version they are at, the current cards' ids, and the vectors of
-the cards the caller does not hold yet (a card's vector never changes).
+(``retrieval.vectors``): the version they are at, the current cards' ids, and the vectors and
+keyword postings of the cards the caller does not hold yet (a card's vector and terms never
+change: ``card_terms`` rows are written with the card and deleted with it).
 """
 
 from collections.abc import Sequence
@@ -27,12 +28,16 @@ class CurrentVectors:
         ids: Every current card's id, ascending.
         new_ids: The ids of the current cards that were not ``known``, ascending.
         new_rows: Their unit vectors, one float32 row each, in ``new_ids``' order.
+        new_postings: The keyword postings of the new cards (of every current card when
+            the caller held none) by term: one row per card holding the term, its columns
+            the card's id, the term's frequency in it and the card's keyword length.
     """
 
     version: int
     ids: npt.NDArray[np.int64]
     new_ids: npt.NDArray[np.int64]
     new_rows: npt.NDArray[np.float32]
+    new_postings: dict[str, npt.NDArray[np.int64]]
 
 
 def current_vectors(
@@ -42,9 +47,10 @@ def current_vectors(
     *,
     known: Sequence[int] | None,
     max_cards: int,
+    postings_known: bool = True,
 ) -> CurrentVectors | None:
-    """Read the user's current cards and the vectors of those not ``known`` in one
-    repeatable-read snapshot, with the user's version.
+    """Read the user's current cards and the vectors and postings of those not ``known`` in
+    one repeatable-read snapshot, with the user's version.
 
     Args:
         database: The database the cards are in.
@@ -52,6 +58,8 @@ def current_vectors(
         user_id: The owner.
         known: Ids whose vectors the caller holds (None: none, every vector is read).
         max_cards: Read nothing for a user with more cards than this.
+        postings_known: The caller holds the postings of the ``known`` cards too (False:
+            the postings of every current card are read).
 
     Returns:
         The vectors, or None when the user has no cards or more than ``max_cards``.
@@ -66,7 +74,8 @@ def current_vectors(
             return None
         if known is None:
             ids, rows = _vectors(transaction, dimension, user_id, None)
-            return CurrentVectors(int(stats.version), ids, ids, rows)
+            postings = _postings(transaction, user_id, ids)
+            return CurrentVectors(int(stats.version), ids, ids, rows, postings)
         current = np.asarray(
             transaction.execute(
                 text(
@@ -84,7 +93,30 @@ def current_vectors(
             user_id,
             current[~np.isin(current, held, assume_unique=True)],
         )
-    return CurrentVectors(int(stats.version), current, new_ids, new_rows)
+        postings = _postings(transaction, user_id, new_ids if postings_known else current)
+    return CurrentVectors(int(stats.version), current, new_ids, new_rows, postings)
+
+
+def _postings(
+    connection: Connection, user_id: str, card_ids: npt.NDArray[np.int64]
+) -> dict[str, npt.NDArray[np.int64]]:
+    """The keyword postings of the user's given cards, by term (``CurrentVectors``)."""
+    if len(card_ids) == 0:
+        return {}
+    # One row per term, not per posting: a user of 10,000 cards has about ten times as many
+    # postings as terms, and each row costs the driver more than its array's elements.
+    rows = connection.execute(
+        text(
+            "SELECT term, array_agg(card_id) AS ids, array_agg(frequency) AS frequencies, "
+            "array_agg(keyword_length) AS lengths FROM card_terms "
+            "WHERE user_id = :user_id AND card_id = ANY(:ids) GROUP BY term"
+        ),
+        {"user_id": user_id, "ids": card_ids.tolist()},
+    ).all()
+    return {
+        row.term: np.array([row.ids, row.frequencies, row.lengths], dtype=np.int64).T.copy()
+        for row in rows
+    }
 
 
 def _vectors(
