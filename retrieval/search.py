@@ -4,7 +4,7 @@ import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from retrieval.embedder import Embedder
 from retrieval.errors import EmbedderMismatchError
@@ -14,6 +14,7 @@ from retrieval.ranking import CardRanking
 from retrieval.recipe import SearchConfig, search_config_for
 from retrieval.vectors import DEFAULT_VECTOR_CACHE_BYTES
 from storage.cards import Card, CardDraft, CardFilter, CardStore, NewCard
+from storage.records import Record
 
 __all__ = [
     "NEAR_DUPLICATE_SIMILARITY",
@@ -33,11 +34,7 @@ __all__ = [
 NEAR_DUPLICATE_SIMILARITY = 0.85
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CardQuery(_Record):
+class CardQuery(Record):
     """What one card search asks for besides the user and the text: passed down whole from
     ``Memory.search`` and recall to ``CardIndex.search``, instead of a dozen keywords at each
     layer.
@@ -64,7 +61,7 @@ class CardQuery(_Record):
 _DEFAULT_QUERY = CardQuery()
 
 
-class ScoredCard(_Record):
+class ScoredCard(Record):
     """A recalled card with its fused score and the two scores it was fused from.
 
     Attributes:

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from storage.errors import InvalidInputError
 from storage.migrations import EMBEDDING_DIM
+from storage.records import Record
 
 __all__ = [
     "MAX_CARD_KEY_CHARS",
@@ -44,11 +45,7 @@ MAX_CARD_TAG_CHARS = 64
 MAX_CARD_KEY_CHARS = 200
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CardDraft(_Record):
+class CardDraft(Record):
     """A card before it is stored, the one shape every layer passes down: what extraction, an
     archived turn, a pin or ``Memory.add`` says. ``NewCard`` is a draft with its embedding and
     keyword terms, ``Card`` a stored draft; the draft's fields are declared here only.
@@ -135,7 +132,7 @@ class CardMatch:
     score: float
 
 
-class CardFilter(_Record):
+class CardFilter(Record):
     """Restrictions on the cards searched or listed; every one is applied in SQL.
 
     ``since``/``until`` compare a card's time: when it happened where known, else when it was

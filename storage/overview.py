@@ -9,22 +9,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 
 from storage.card_records import Card
 from storage.card_rows import CARD_COLUMNS, card_of, qualified
 from storage.engine import Database
 from storage.inputs import check_id
+from storage.records import Record
 
 __all__ = ["CardCount", "MessagePlace", "Overview", "SessionOverview", "UserOverview"]
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class UserOverview(_Record):
+class UserOverview(Record):
     """A user as the list of users shows them.
 
     Attributes:
@@ -42,7 +38,7 @@ class UserOverview(_Record):
     pins: int
 
 
-class SessionOverview(_Record):
+class SessionOverview(Record):
     """A session's numbers: messages, activity, and its summary's version and boundary.
 
     Attributes:
@@ -66,7 +62,7 @@ class SessionOverview(_Record):
     summary_kind: str | None
 
 
-class CardCount(_Record):
+class CardCount(Record):
     """How many cards of one type a user has: in all, current (not superseded), pinned."""
 
     type: str
@@ -75,7 +71,7 @@ class CardCount(_Record):
     pinned: int
 
 
-class MessagePlace(_Record):
+class MessagePlace(Record):
     """Where a stored message is: its session and seq."""
 
     id: int

@@ -5,16 +5,18 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Job", "MessageAt", "NewMessage", "StoredMessage", "SummaryKind", "SummaryRecord"]
+__all__ = ["Job", "MessageAt", "NewMessage", "Record", "StoredMessage", "SummaryKind", "SummaryRecord"]
 
 SummaryKind = Literal["llm", "raw"]
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
+    """The base of every record storage hands out: frozen, and no field it does not declare."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class NewMessage(_Record):
+class NewMessage(Record):
     """A message to append: the OpenAI-format dict plus what storage keeps beside it.
 
     Attributes:
@@ -50,7 +52,7 @@ class MessageAt(Protocol):
         ...
 
 
-class StoredMessage(_Record):
+class StoredMessage(Record):
     """A message as stored, with its id and its position ``seq`` in the session (from 1)."""
 
     id: int
@@ -65,7 +67,7 @@ class StoredMessage(_Record):
     created_at: datetime
 
 
-class SummaryRecord(_Record):
+class SummaryRecord(Record):
     """The rolling summary of a session, covering its messages up to ``boundary_seq``."""
 
     user_id: str
@@ -78,7 +80,7 @@ class SummaryRecord(_Record):
     updated_at: datetime
 
 
-class Job(_Record):
+class Job(Record):
     """A claimed background job: what to do, and the claim that lets a worker update it.
 
     Attributes:
