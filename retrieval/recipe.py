@@ -16,10 +16,12 @@ from retrieval.embedder import Embedder, HashingEmbedder
 from retrieval.sentence_transformer import MINILM_NAME
 
 __all__ = [
+    "CUT_LINES_NEAR",
     "DEFAULT_SEARCH",
     "HASHING_MIN_SIMILARITY",
     "HASHING_NAME",
     "MINILM_MIN_SIMILARITY",
+    "RECIPES",
     "STOP_WORDS",
     "SearchConfig",
     "search_config_for",
@@ -73,6 +75,9 @@ class SearchConfig(BaseModel):
         line_coverage: Weight of the share of the query's search terms the line holds.
         line_speaker: Weight of a line said by someone the query names ("what does Melanie
             do?": Melanie's own lines, not those addressed to her).
+        names_cover: Whether the names of the conversation's speakers count among the query's
+            terms a line covers (``line_coverage``) and that a cut line keeps sentences for
+            (``trim_lines``); every line holds one, as its speaker or as whom it addresses.
         fill_budget: Go on past a line that does not fit the token budget, taking the later
             (shorter) lines that still fit, instead of ending the memories there.
         trim_lines: Cut a turn line to its sentences that hold the query's search terms and
@@ -82,11 +87,17 @@ class SearchConfig(BaseModel):
             lines are trimmed (0: kept whole).
         sentences_before: Sentences kept before each sentence holding the query's terms.
         sentences_after: Sentences kept after each sentence holding the query's terms.
+        close_cut_from: From this line on (the lines in score order, from 0), lines are cut
+            closer: to their sentences holding the query's terms alone, a line holding none
+            to its first sentence. ``None``: every line is cut as above.
+        several_close_cut_from: ``close_cut_from`` for a question that asks for several
+            things (``retrieval.question_shape``: "What books has Melanie read?"), whose
+            answer is spread over the conversation. ``None``: as any other question.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "cut-lines-near-2026-12"
+    name: str = "cut-far-lines-2026-12"
     tuned_on: str = (
         "LoCoMo conv-26, conv-30, conv-41 (development file); checked on conv-42, conv-43"
     )
@@ -107,6 +118,7 @@ class SearchConfig(BaseModel):
     line_question: float = -1.3
     line_coverage: float = 3.0
     line_speaker: float = 0.5
+    names_cover: bool = False
     fill_budget: bool = True
     trim_lines: bool = True
     # Lines are cut, but only far from what matches: the words that answer are often a
@@ -119,10 +131,29 @@ class SearchConfig(BaseModel):
     context_sentences: int = Field(default=0, ge=0)
     sentences_before: int = Field(default=2, ge=0)
     sentences_after: int = Field(default=2, ge=0)
+    # ... and the lines after the best few are cut closer: the answer to most questions is in
+    # the best lines, said with the words around it, while a question asking for several
+    # things ("What books has Melanie read?") needs a line here and a line there, all of them
+    # cut close. On the tuned three at 1,024 tokens: recall 0.895 -> 0.926, multi-hop 0.573 ->
+    # 0.665, the same answers in text (121 of 238; BENCHMARKS.md, "Far lines cut close").
+    close_cut_from: int | None = Field(default=8, ge=0)
+    several_close_cut_from: int | None = Field(default=0, ge=0)
 
 
 #: The recipe with no relevance gate (the scale of an unmeasured embedder is unknown).
 DEFAULT_SEARCH = SearchConfig()
+
+#: The recipe before this one (every line cut near what matches, names counted as the
+#: query's words): kept by name to measure against.
+CUT_LINES_NEAR = SearchConfig(
+    name="cut-lines-near-2026-12",
+    names_cover=True,
+    close_cut_from=None,
+    several_close_cut_from=None,
+)
+
+#: Every named recipe, by name.
+RECIPES = {recipe.name: recipe for recipe in (DEFAULT_SEARCH, CUT_LINES_NEAR)}
 
 # The relevance gate per embedder, measured (BENCHMARKS.md, "What a score means"): the cosine
 # similarity below which a card is not recalled unless it holds half the query's words.

@@ -312,6 +312,7 @@ class LongTermMemory:
                 vouched={h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
                 first=named,
                 stale_last=not past,
+                question=query,
             )
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
