@@ -19,7 +19,11 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    line) is kept whole (``context_sentences`` 0). The memory still cites the whole message,
    so the cut must not drop the words that answer: cut to the matching sentence alone, and
    context lines to their first, more evidence fit the budget but fewer answers were said
-   (BENCHMARKS.md, "Answer in the recalled text").
+   (BENCHMARKS.md, "Answer in the recalled text"). A recipe may cut closer only the lines
+   after its best ``close_cut_from``, and every line of a question asking for several things
+   (``retrieval.question_shape``: "What books has Melanie read?"; ``several_close_cut_from``),
+   and leave the speakers' names out of the words a line is scored or cut for
+   (``names_cover`` false): ``CUT_FAR_LINES``, not the default.
 4. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
    value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its
@@ -170,7 +174,9 @@ def compose_excerpts(
     if k <= 0:
         return []
     if config.several_close_cut_from is not None and asks_for_several(question):
-        config = config.model_copy(update={"close_cut_from": config.several_close_cut_from})
+        # A line here and a line there: each its matching sentences alone.
+        several = {"close_cut_from": config.several_close_cut_from, "close_sentences_after": 0}
+        config = config.model_copy(update=several)
     wanted = set(query_terms)
     threshold = _threshold(wanted, config, min_similarity)
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
@@ -268,7 +274,11 @@ def _cutter(
     if start is None:
         return lambda line: cut_line(line.text, covered, config)
     close = config.model_copy(
-        update={"sentences_before": 0, "sentences_after": 0, "context_sentences": 1}
+        update={
+            "sentences_before": 0,
+            "sentences_after": config.close_sentences_after,
+            "context_sentences": 1,
+        }
     )
     position = {line.key: index for index, line in enumerate(order)}
     return lambda line: cut_line(

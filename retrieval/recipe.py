@@ -16,7 +16,7 @@ from retrieval.embedder import Embedder, HashingEmbedder
 from retrieval.sentence_transformer import MINILM_NAME
 
 __all__ = [
-    "CUT_LINES_NEAR",
+    "CUT_FAR_LINES",
     "DEFAULT_SEARCH",
     "HASHING_MIN_SIMILARITY",
     "HASHING_NAME",
@@ -88,16 +88,20 @@ class SearchConfig(BaseModel):
         sentences_before: Sentences kept before each sentence holding the query's terms.
         sentences_after: Sentences kept after each sentence holding the query's terms.
         close_cut_from: From this line on (the lines in score order, from 0), lines are cut
-            closer: to their sentences holding the query's terms alone, a line holding none
-            to its first sentence. ``None``: every line is cut as above.
+            closer: to their sentences holding the query's terms and the
+            ``close_sentences_after`` after each, a line holding none to its first sentence.
+            ``None``: every line is cut as above.
         several_close_cut_from: ``close_cut_from`` for a question that asks for several
             things (``retrieval.question_shape``: "What books has Melanie read?"), whose
-            answer is spread over the conversation. ``None``: as any other question.
+            answer is spread over the conversation (its lines cut close keep no sentence
+            after the matching ones). ``None``: as any other question.
+        close_sentences_after: Sentences kept after each matching sentence of a line cut
+            close (the answer is often the sentence after the one naming the topic).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "cut-far-lines-2026-12"
+    name: str = "cut-lines-near-2026-12"
     tuned_on: str = (
         "LoCoMo conv-26, conv-30, conv-41 (development file); checked on conv-42, conv-43"
     )
@@ -118,7 +122,7 @@ class SearchConfig(BaseModel):
     line_question: float = -1.3
     line_coverage: float = 3.0
     line_speaker: float = 0.5
-    names_cover: bool = False
+    names_cover: bool = True
     fill_budget: bool = True
     trim_lines: bool = True
     # Lines are cut, but only far from what matches: the words that answer are often a
@@ -131,29 +135,33 @@ class SearchConfig(BaseModel):
     context_sentences: int = Field(default=0, ge=0)
     sentences_before: int = Field(default=2, ge=0)
     sentences_after: int = Field(default=2, ge=0)
-    # ... and the lines after the best few are cut closer: the answer to most questions is in
-    # the best lines, said with the words around it, while a question asking for several
-    # things ("What books has Melanie read?") needs a line here and a line there, all of them
-    # cut close. On the tuned three at 1,024 tokens: recall 0.895 -> 0.926, multi-hop 0.573 ->
-    # 0.665, the same answers in text (121 of 238; BENCHMARKS.md, "Far lines cut close").
-    close_cut_from: int | None = Field(default=8, ge=0)
-    several_close_cut_from: int | None = Field(default=0, ge=0)
+    # Off here, on in ``CUT_FAR_LINES`` (below): the lines after the best few cut closer.
+    close_cut_from: int | None = Field(default=None, ge=0)
+    several_close_cut_from: int | None = Field(default=None, ge=0)
+    close_sentences_after: int = Field(default=1, ge=0)
 
 
 #: The recipe with no relevance gate (the scale of an unmeasured embedder is unknown).
 DEFAULT_SEARCH = SearchConfig()
 
-#: The recipe before this one (every line cut near what matches, names counted as the
-#: query's words): kept by name to measure against.
-CUT_LINES_NEAR = SearchConfig(
-    name="cut-lines-near-2026-12",
-    names_cover=True,
-    close_cut_from=None,
-    several_close_cut_from=None,
+#: The default's lines after the best eight cut closer (their matching sentences and the one
+#: after each), every line of a question asking for several things ("What books has Melanie
+#: read?") to its matching sentences alone, and the speakers' names not counted as words a
+#: line covers. Tuned three at 1,024 tokens: recall 0.895 -> 0.921, multi-hop 0.573 -> 0.657,
+#: answer in text 0.508 -> 0.513; held out 0.886 -> 0.910, multi-hop 0.626 -> 0.727, but
+#: answer in text 0.537 -> 0.512 (single-hop 0.774 -> 0.722): not the default, since the
+#: memories said fewer answers on the conversations it was not tuned on (BENCHMARKS.md,
+#: "Far lines cut close").
+CUT_FAR_LINES = SearchConfig(
+    name="cut-far-lines-2026-12",
+    names_cover=False,
+    close_cut_from=8,
+    several_close_cut_from=0,
+    close_sentences_after=1,
 )
 
 #: Every named recipe, by name.
-RECIPES = {recipe.name: recipe for recipe in (DEFAULT_SEARCH, CUT_LINES_NEAR)}
+RECIPES = {recipe.name: recipe for recipe in (DEFAULT_SEARCH, CUT_FAR_LINES)}
 
 # The relevance gate per embedder, measured (BENCHMARKS.md, "What a score means"): the cosine
 # similarity below which a card is not recalled unless it holds half the query's words.
