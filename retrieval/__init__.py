@@ -11,7 +11,15 @@ from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
 from retrieval.onnx_minilm import OnnxEmbedder
 from retrieval.openai_embedder import OpenAIEmbedder
 from retrieval.prefetch import PrefetchingEmbedder
-from retrieval.recipe import DEFAULT_SEARCH, HASHING_NAME, SearchConfig, search_config_for
+from retrieval.question_shape import asks_for_several
+from retrieval.recipe import (
+    CUT_FAR_LINES,
+    DEFAULT_SEARCH,
+    HASHING_NAME,
+    RECIPES,
+    SearchConfig,
+    search_config_for,
+)
 from retrieval.search import CardDraft, CardIndex, CardQuery, ScoredCard
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
@@ -28,11 +36,13 @@ from retrieval.turns import (
 )
 
 __all__ = [
+    "CUT_FAR_LINES",
     "DEFAULT_RRF_K",
     "DEFAULT_SEARCH",
     "HASHING_NAME",
     "MINILM_DIMENSION",
     "MINILM_NAME",
+    "RECIPES",
     "STOP_WORDS",
     "CardDraft",
     "CardIndex",
@@ -53,6 +63,7 @@ __all__ = [
     "TurnCardText",
     "Utterance",
     "analyze",
+    "asks_for_several",
     "compose_excerpts",
     "day_label",
     "normalize",

@@ -19,7 +19,11 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    line) is kept whole (``context_sentences`` 0). The memory still cites the whole message,
    so the cut must not drop the words that answer: cut to the matching sentence alone, and
    context lines to their first, more evidence fit the budget but fewer answers were said
-   (BENCHMARKS.md, "Answer in the recalled text").
+   (BENCHMARKS.md, "Answer in the recalled text"). A recipe may cut closer only the lines
+   after its best ``close_cut_from``, and every line of a question asking for several things
+   (``retrieval.question_shape``: "What books has Melanie read?"; ``several_close_cut_from``),
+   and leave the speakers' names out of the words a line is scored or cut for
+   (``names_cover`` false): ``CUT_FAR_LINES``, not the default.
 4. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
    value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its
@@ -45,6 +49,7 @@ from pydantic import BaseModel, ConfigDict
 from retrieval.excerpt_text import asks, bare_question, cut_line, line_terms
 from retrieval.excerpt_walk import Line, Pricing, day_text, priced, render, walk, words_of
 from retrieval.keywords import is_cjk_term
+from retrieval.question_shape import asks_for_several
 from retrieval.recipe import SearchConfig
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
@@ -144,6 +149,7 @@ def compose_excerpts(
     vouched: Mapping[int, str] | None = None,
     first: Collection[int] = (),
     stale_last: bool = True,
+    question: str = "",
 ) -> list[Excerpt]:
     """The memories of a request, best first (see the module's docstring), each memory's
     tokens counted by ``count`` (``pricing_excerpts`` run by ``priced``).
@@ -162,6 +168,9 @@ def compose_excerpts(
             question names ("which company am I with?": the employer).
         stale_last: Send the lines of stale cards after every other (not for a question
             about the past, which asks for them).
+        question: The query as written: one asking for several things
+            (``retrieval.question_shape``) has its lines cut from the recipe's
+            ``several_close_cut_from`` on.
 
     Returns:
         At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
@@ -202,6 +211,10 @@ def pricing_excerpts(
     """
     if k <= 0:
         return []
+    if config.several_close_cut_from is not None and asks_for_several(question):
+        # A line here and a line there: each its matching sentences alone.
+        several = {"close_cut_from": config.several_close_cut_from, "close_sentences_after": 0}
+        config = config.model_copy(update=several)
     wanted = set(query_terms)
     threshold = _threshold(wanted, config, min_similarity)
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
@@ -215,6 +228,7 @@ def pricing_excerpts(
             candidates.append((hit, gate, _lines_of(hit, lines, config)))
             if len(candidates) == config.excerpt_cards:
                 break
+    covered = wanted if config.names_cover else _without_speakers(wanted, candidates, config)
     said: dict[str, set[tuple[str, int]]] = {}
     for _, _, parts in candidates:
         for line in parts:
@@ -223,7 +237,7 @@ def pricing_excerpts(
     for position, (hit, _, parts) in enumerate(candidates):
         # What the question asks for (a property it names) is scored as the best card.
         rank = 0 if hit.card.id in asked else position
-        _score_lines(position, rank, parts, wanted, said, config, hit.card.valid_to)
+        _score_lines(position, rank, parts, wanted, covered, said, config, hit.card.valid_to)
     firsts = {key for hit, _, parts in candidates if hit.card.id in asked for key in _keys(parts)}
     # What the question names comes first; what no longer holds after everything that does.
     order = sorted(
@@ -240,7 +254,7 @@ def pricing_excerpts(
         k=k,
         max_tokens=max_tokens,
         fill=config.fill_budget,
-        cut=(lambda line: cut_line(line.text, wanted, config)) if config.trim_lines else None,
+        cut=_cutter(order, covered, config) if config.trim_lines else None,
     )
     return [_excerpt(group, candidates) for group in groups]
 
@@ -284,6 +298,47 @@ def _gate(
         min_keyword_share=config.min_keyword_share,
         vouched=vouched,
     )
+
+
+def _cutter(
+    order: Sequence[Line], covered: set[str], config: SearchConfig
+) -> Callable[[Line], str | None]:
+    """What the prompt shows of a line: cut as the recipe says, and from the recipe's
+    ``close_cut_from``-th best line on, to its matching sentences alone (a line matching
+    none to its first sentence): the best lines carry the answer with the words around it,
+    the later ones cite more of the conversation."""
+    start = config.close_cut_from
+    if start is None:
+        return lambda line: cut_line(line.text, covered, config)
+    close = config.model_copy(
+        update={
+            "sentences_before": 0,
+            "sentences_after": config.close_sentences_after,
+            "context_sentences": 1,
+        }
+    )
+    position = {line.key: index for index, line in enumerate(order)}
+    return lambda line: cut_line(
+        line.text, covered, close if position[line.key] >= start else config
+    )
+
+
+def _without_speakers(
+    wanted: set[str],
+    candidates: Sequence[tuple[ScoredCard, Gate, list[Line]]],
+    config: SearchConfig,
+) -> set[str]:
+    """The query's terms less the names of the candidates' speakers (``Melanie: ...``), or
+    all of them when nothing else is left: every line of a two-person conversation holds one
+    of the names, as its speaker or as whom it addresses ("Yeah, John!"), so a name matched
+    tells nothing about the line (the speaker weight, ``line_speaker``, reads it instead)."""
+    names: set[str] = set()
+    for _, _, parts in candidates:
+        for line in parts:
+            speaker, colon, _ = line.text.partition(": ")
+            if line.turn and colon:
+                names |= line_terms(speaker, config)
+    return (wanted - names) or wanted
 
 
 def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:
@@ -345,13 +400,16 @@ def _score_lines(
     rank: int,
     parts: list[Line],
     wanted: set[str],
+    covered: set[str],
     said: dict[str, set[tuple[str, int]]],
     config: SearchConfig,
     valid_to: datetime | None,
 ) -> None:
     """Give each line of the candidate at ``position`` (ranked ``rank``) its score, if better
-    (and, from a stale card, until when what it says held: ``valid_to``)."""
-    coverage = [len(line.terms & wanted) / len(wanted) if wanted else 0.0 for line in parts]
+    (and, from a stale card, until when what it says held: ``valid_to``). ``covered``: the
+    query's terms a line's coverage counts (``wanted`` less the speakers' names, unless the
+    recipe's ``names_cover``)."""
+    coverage = [len(line.terms & covered) / len(covered) if covered else 0.0 for line in parts]
     top = max(coverage)
     middle = len(parts) // 2
     best = middle if coverage[middle] == top else coverage.index(top)

@@ -309,6 +309,7 @@ class LongTermMemory:
                 vouched={h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
                 first=named,
                 stale_last=not past,
+                question=query,
             )
             excerpts = priced_in_prompt(pricing, self._counter)
             memories += [

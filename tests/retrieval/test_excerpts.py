@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from retrieval import (
+    CUT_FAR_LINES,
     DEFAULT_SEARCH,
+    RECIPES,
     ScoredCard,
     SearchConfig,
     Utterance,
@@ -193,6 +195,7 @@ def test_no_memory_is_asked_for(k: int) -> None:
 
 def test_the_recipe_is_frozen_and_named() -> None:
     assert isinstance(DEFAULT_SEARCH, SearchConfig)
+    assert {DEFAULT_SEARCH.name, CUT_FAR_LINES.name} <= set(RECIPES)
     assert "conv-26" in DEFAULT_SEARCH.tuned_on
     with pytest.raises(ValueError):
         DEFAULT_SEARCH.model_copy(update={}).__setattr__("rrf_k", 5)
@@ -346,3 +349,47 @@ def test_by_default_a_cut_line_keeps_the_sentences_near_the_match_and_others_sta
     assert compose([hit(card)], query, config=TRIMMED) == [
         "[8 May 2023] Caroline: … This necklace is special to me. …\nMelanie: Wow. …"
     ]
+
+
+def test_the_speakers_names_are_not_words_a_line_covers() -> None:
+    # Every line of a two-person conversation holds a name, as its speaker or as whom it
+    # addresses: "Sure thing, Maria." matched the question's names and nothing it asked.
+    addressed = turn_card(1, [(1, "John: Sure thing, Maria.")])
+    answer = turn_card(2, [(5, "Maria: I took a trip to Spain.")])
+    hits = [hit(addressed), hit(answer)]
+    query = "What has John told Maria about Spain?"
+    unnamed = GATED.model_copy(update={"names_cover": False})
+    assert compose(hits, query, k=1, config=unnamed) == [
+        "[8 May 2023] Maria: I took a trip to Spain."
+    ]
+    assert compose(hits, query, k=1) == ["[8 May 2023] John: Sure thing, Maria."]
+
+
+FAR = "It was great. Nothing else happened."
+
+
+def test_lines_after_the_best_few_are_cut_close() -> None:
+    cards = [
+        turn_card(i, [(10 * i, f"User: I read the book number {i}. {FAR}")]) for i in range(1, 4)
+    ]
+    config = GATED.model_copy(update={"close_cut_from": 1})
+    texts = compose([hit(card) for card in cards], "book", k=10, config=config)
+    # The best line keeps two sentences after its match; the later ones the one after.
+    assert texts[0] == f"[8 May 2023] User: I read the book number 1. {FAR}"
+    assert texts[1:] == [
+        f"[8 May 2023] User: I read the book number {i}. It was great. …" for i in (2, 3)
+    ]
+    near = config.model_copy(update={"close_cut_from": None})
+    assert all(FAR in text for text in compose([hit(c) for c in cards], "book", config=near))
+
+
+def test_a_question_asking_for_several_things_has_every_line_cut_close() -> None:
+    cards = [
+        turn_card(i, [(10 * i, f"User: I read the book number {i}. {FAR}")]) for i in range(1, 3)
+    ]
+    config = CUT_FAR_LINES.model_copy(update={"min_similarity": 0.3})
+    question = "What books has she read?"
+    several = compose([hit(c) for c in cards], "book", config=config, question=question)
+    assert several == [f"[8 May 2023] User: I read the book number {i}. …" for i in (1, 2)]
+    one = compose([hit(c) for c in cards], "book", config=config, question="What book is it?")
+    assert all(FAR in text for text in one)

@@ -10,6 +10,7 @@ import retrieval
 
 def test_public_names() -> None:
     assert sorted(retrieval.__all__) == [
+        "CUT_FAR_LINES",
         "CardDraft",
         "CardIndex",
         "CardQuery",
@@ -27,6 +28,7 @@ def test_public_names() -> None:
         "OnnxEmbedder",
         "OpenAIEmbedder",
         "PrefetchingEmbedder",
+        "RECIPES",
         "RetrievalError",
         "STOP_WORDS",
         "ScoredCard",
@@ -35,6 +37,7 @@ def test_public_names() -> None:
         "TurnCardText",
         "Utterance",
         "analyze",
+        "asks_for_several",
         "compose_excerpts",
         "day_label",
         "normalize",
