@@ -186,6 +186,7 @@ def compose_excerpts(
             vouched=vouched,
             first=first,
             stale_last=stale_last,
+            question=question,
         ),
         count,
     )
@@ -202,6 +203,7 @@ def pricing_excerpts(
     vouched: Mapping[int, str] | None = None,
     first: Collection[int] = (),
     stale_last: bool = True,
+    question: str = "",
 ) -> Pricing[list[Excerpt]]:
     """``compose_excerpts`` as a ``Pricing``: it yields the text of each memory it weighs and
     is sent that memory's tokens in the prompt, then returns the excerpts.

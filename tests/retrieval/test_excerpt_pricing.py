@@ -91,3 +91,35 @@ def test_priced_answers_with_a_counting_function() -> None:
     assert (
         priced(pricing_excerpts(HITS, analyze("puppy"), GATED, k=0, max_tokens=None), words) == []
     )
+
+
+TALKATIVE = [
+    (
+        21,
+        "User: We adopted a puppy. It was raining all day. My sister came over. She brought cake.",
+    ),
+    (22, "Assistant: Lovely news. How is the cake? What breed is the puppy?"),
+    (23, "User: The violin is hard. I practise at night. The neighbours complain. I play anyway."),
+]
+SEVERAL_CUT = GATED.model_copy(update={"several_close_cut_from": 0, "close_sentences_after": 0})
+
+
+def test_a_question_asking_for_several_things_reaches_the_walk_recall_runs() -> None:
+    """``question`` is passed on to the pricing walk (recall's), not only to compose_excerpts:
+    a list question with a recipe that cuts its lines close gets the cut lines."""
+    hits = [turn_hit(200, TALKATIVE)]
+    terms = analyze("What hobbies and pets has the user got? puppy violin")
+    asked_several = "What hobbies and pets has the user got?"
+
+    def priced_walk(question: str) -> list[Excerpt]:
+        pricing = pricing_excerpts(
+            hits, terms, SEVERAL_CUT, k=4, max_tokens=None, question=question
+        )
+        return priced(pricing, words)
+
+    composed = compose_excerpts(
+        hits, terms, SEVERAL_CUT, k=4, max_tokens=None, count=words, question=asked_several
+    )
+    assert priced_walk(asked_several) == composed
+    assert priced_walk(asked_several) != priced_walk("")  # the question changed the cut
+    assert "raining" not in " ".join(e.text for e in composed)
