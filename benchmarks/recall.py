@@ -16,7 +16,7 @@ for the 10k and the 100k user: vector search p50/p95 by exact scan and by the in
 the index's recall@10 against the exact scan, and the whole hybrid ``CardIndex.search``
 (vector + BM25 + fusion + fetching the cards; the query's embedding is given, not computed),
 as a process runs it (``hybrid``: the user's current vectors held in memory after the first
-search, ``storage.card_vectors``) and with no vectors held (``sql``: the exact scan in SQL).
+search, ``storage.cards.vectors``) and with no vectors held (``sql``: the exact scan in SQL).
 Last, ``Memory.prepare`` with recall on for the 10k user: storing the input, the window, the
 pins, the query rewrite, MiniLM embedding the query, the search and assembling the context.
 Each row ends with the CPU steal during its timed calls (``benchmarks.machine``).

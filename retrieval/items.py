@@ -16,9 +16,9 @@ from retrieval.embedder import Embedder
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import analyze, term_frequencies
 from retrieval.recipe import DEFAULT_SEARCH
-from storage.cards import BM25_B, BM25_K1
-from storage.item_search import RankableItem
-from storage.items import ItemIndexing, ItemStore
+from storage.cards.store import BM25_B, BM25_K1
+from storage.items.search import RankableItem
+from storage.items.store import ItemIndexing, ItemStore
 
 __all__ = ["ItemIndex", "RankedItem"]
 

@@ -4,7 +4,7 @@ Held beside the user's vectors (``retrieval.vectors``), at the same card version
 whose vectors are held needs from the server only what no process can hold: the version, the
 user's card count and keyword length, and the query terms' document frequencies (all of the
 user's cards count there, superseded ones too), read by index lookups in one statement
-(``storage.card_search.statistics_sql``).
+(``storage.cards.search.statistics_sql``).
 
 Why: with the vectors held, the keyword ranking was the search statement's whole cost, and the
 largest wait of ``prepare`` with recall: 15-41 ms on the server for a user of 11,000 cards
@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from storage.card_queries import BM25_B, BM25_K1
-from storage.cards import CardMatch
+from storage.cards.queries import BM25_B, BM25_K1
+from storage.cards.store import CardMatch
 
 __all__ = ["HeldPostings"]
 
@@ -114,7 +114,7 @@ class HeldPostings:
             rows, df = self._by_term.get(term), frequencies.get(term, 0)
             if rows is None or df <= 0:
                 continue
-            # storage.card_search's _bm25, operation by operation.
+            # storage.cards.search's _bm25, operation by operation.
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             frequency = rows[:, 1].astype(np.float64)
             length = rows[:, 2].astype(np.float64)

@@ -12,14 +12,15 @@ embedder (a prefetching one, on another thread) finishes.
 """
 
 import functools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
+import storage.cards.queries as card_queries
 from retrieval.vectors import DEFAULT_VECTOR_CACHE_BYTES, CardVectors, UserVectors
-from storage import card_queries
-from storage.card_rows import unit_vector
-from storage.cards import Candidates, CardFilter, CardMatch, CardStore
+from storage.cards.rows import unit_vector
+from storage.cards.store import Candidates, CardFilter, CardMatch, CardStore
 
 __all__ = ["CardRanking"]
 
@@ -271,9 +272,14 @@ def _when_needed(
     use, once. Storage scales what it is given itself: it gets the vector as given, so the
     statement's query is the same float for float as when storage asked for it."""
 
-    @functools.cache
+    lock = threading.Lock()  # asked for on two threads at once, it is still computed once
+    done: list[Sequence[float]] = []
+
     def given() -> Sequence[float]:
-        return embedding() if callable(embedding) else embedding
+        with lock:
+            if not done:
+                done.append(embedding() if callable(embedding) else embedding)
+            return done[0]
 
     @functools.cache
     def unit() -> list[float]:

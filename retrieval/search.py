@@ -13,7 +13,7 @@ from retrieval.keywords import analyze, term_frequencies
 from retrieval.ranking import CardRanking
 from retrieval.recipe import SearchConfig, search_config_for
 from retrieval.vectors import DEFAULT_VECTOR_CACHE_BYTES
-from storage.cards import Card, CardDraft, CardFilter, CardStore, NewCard
+from storage.cards.store import Card, CardDraft, CardFilter, CardStore, NewCard
 from storage.records import Record
 
 __all__ = [

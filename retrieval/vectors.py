@@ -42,8 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 from retrieval.postings import HeldPostings
-from storage.card_vectors import CurrentVectors
-from storage.cards import CardMatch, CardStore
+from storage.cards.store import CardMatch, CardStore
+from storage.cards.vectors import CurrentVectors
 
 __all__ = ["DEFAULT_VECTOR_CACHE_BYTES", "CardVectors", "UserVectors"]
 

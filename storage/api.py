@@ -1,7 +1,7 @@
 """What ``storage`` hands out (``from storage import Database``), loaded when first used."""
 
 from storage.archive_marks import ArchiveMarks, IdleSession, IdleSweep
-from storage.cards import (
+from storage.cards.store import (
     MAX_CARD_KEY_CHARS,
     MAX_CARD_TAG_CHARS,
     MAX_CARD_TAGS,

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from storage.card_term_counts import count_terms, forget_term_counts
+from storage.cards.term_counts import count_terms, forget_term_counts
 from storage.engine import Database
 from storage.errors import SessionErasedError
 from storage.inputs import check_id
@@ -190,7 +190,7 @@ def delete_cards(
         ),
         {"user_id": user_id, "ids": ids},
     )
-    # Fewer cards, a new card version (``storage.card_vectors``); none left, no statistics.
+    # Fewer cards, a new card version (``storage.cards.vectors``); none left, no statistics.
     connection.execute(
         text(
             "UPDATE card_stats SET cards = cards - :cards, "
@@ -203,7 +203,7 @@ def delete_cards(
             "length": sum(row.keyword_length for row in gone),
         },
     )
-    # Under the statistics row's lock, as every writer of the counts (storage.card_term_counts).
+    # Under the statistics row's lock, as every writer of the counts (storage.cards.term_counts).
     count_terms(connection, user_id, gone_terms, sign=-1)
     connection.execute(
         text("DELETE FROM card_stats WHERE user_id = :user_id AND cards <= 0"),

@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from storage.card_records import Card
-from storage.card_rows import card_of, qualified
+from storage.cards.records import Card
+from storage.cards.rows import card_of, qualified
 from storage.engine import Database
 from storage.inputs import check_id
 from storage.messages.reads import messages_after

@@ -15,13 +15,13 @@ from sqlalchemy import Connection, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import BigInteger, Text
 
-from storage.card_records import NewCard, content_hash
-from storage.card_rows import unit_vector, vector_literal
-from storage.card_term_counts import count_terms
+from storage.cards.records import NewCard, content_hash
+from storage.cards.rows import unit_vector, vector_literal
+from storage.cards.term_counts import count_terms
 from storage.engine import Database
 from storage.errors import ImportConflictError, InvalidInputError
 from storage.inputs import check_id, check_text
-from storage.items import ItemIndexing, ItemKey, encode_item, lock_namespaces, put_item
+from storage.items.store import ItemIndexing, ItemKey, encode_item, lock_namespaces, put_item
 from storage.messages.appends import insert_messages, message_row
 from storage.records import NewMessage, SummaryKind
 
@@ -333,7 +333,7 @@ def _store_cards(
             terms_added += sum(card.terms.values())
             distinct_terms += card.terms
     if counts.cards:
-        # The keyword statistics, and a new card version (``storage.card_vectors``).
+        # The keyword statistics, and a new card version (``storage.cards.vectors``).
         connection.execute(
             text(
                 "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :c, :t) "

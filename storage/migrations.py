@@ -335,7 +335,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         10,
         "card set versions",
         (
-            # A process keeps a user's current card vectors in memory (storage.card_vectors);
+            # A process keeps a user's current card vectors in memory (storage.cards.vectors);
             # it knows its copy is fresh when the user's version is the one it loaded. Every
             # write that changes a user's current cards takes a new value from one sequence,
             # in the same transaction: values are never reused, not even after a user's
@@ -429,9 +429,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "keyword document frequencies",
         (
             # How many of a user's cards hold each keyword term, kept by every write of
-            # card_terms in the same transaction (storage.card_writes, storage.erasure,
+            # card_terms in the same transaction (storage.cards.writes, storage.erasure,
             # storage.imports). The keyword search reads a query's few rows here to leave the
-            # terms nearly every card holds out of its scan (storage.card_search): counting
+            # terms nearly every card holds out of its scan (storage.cards.search): counting
             # them from card_terms read every posting of those terms, 73,000 rows for one
             # query of a user of 11,000 cards (BENCHMARKS.md, "prepare with recall").
             """

@@ -5,7 +5,15 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Job", "MessageAt", "NewMessage", "Record", "StoredMessage", "SummaryKind", "SummaryRecord"]
+__all__ = [
+    "Job",
+    "MessageAt",
+    "NewMessage",
+    "Record",
+    "StoredMessage",
+    "SummaryKind",
+    "SummaryRecord",
+]
 
 SummaryKind = Literal["llm", "raw"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.items import ItemIndex, Ranked, RankedItem
-from storage.items import ItemIndexing, ItemKey, ItemRef, StoredItem
+from storage.items.store import ItemIndexing, ItemKey, ItemRef, StoredItem
 
 __all__ = ["ItemRef", "ItemWrite", "Items", "RankedItem", "StoredItem"]
 

@@ -27,7 +27,7 @@ from memory.summary.summarizer import Summarizer, SummaryEvent
 from retrieval import Embedder
 from retrieval.items import ItemIndex
 from storage import Database, JobQueue, MessageStore, SummaryStore
-from storage.items import ItemStore
+from storage.items.store import ItemStore
 
 __all__ = ["Parts", "build_parts"]
 

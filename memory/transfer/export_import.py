@@ -33,7 +33,7 @@ from storage import Database, InvalidInputError, NewCard, NewMessage
 from storage.exports import ExportedCard, ExportedSession, read_user
 from storage.imports import CardImport, ItemImport, SessionImport, SummaryImport, store_user
 from storage.inputs import check_id, check_text
-from storage.items import ItemIndexing, check_item_path
+from storage.items.store import ItemIndexing, check_item_path
 
 __all__ = ["Imported", "export_lines", "import_lines"]
 

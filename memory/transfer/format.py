@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from storage.cards import CardType
+from storage.cards.store import CardType
 from storage.records import SummaryKind
 
 __all__ = [

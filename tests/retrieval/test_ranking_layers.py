@@ -70,7 +70,7 @@ def test_storage_imports_nothing_of_retrieval() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, storage, storage.cards, storage.card_queries, storage.card_vectors; "
+            "import sys, storage, storage.cards, storage.cards.queries, storage.cards.vectors; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'retrieval'))",
         ],
         capture_output=True,

@@ -1,8 +1,8 @@
 """How many statements one card search costs, counted on the wire (not a timing test).
 
 A search is on the path of every ``prepare`` with recall: its candidates in one statement
-(``storage.card_search``) and the chosen cards in a second; the vector ranking of a user whose
-current vectors are held in this process (``storage.card_vectors``) costs no statement at all.
+(``storage.cards.search``) and the chosen cards in a second; the vector ranking of a user whose
+current vectors are held in this process (``storage.cards.vectors``) costs no statement at all.
 """
 
 from pathlib import Path

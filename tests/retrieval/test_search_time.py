@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import storage.card_queries
+import storage.cards.queries
 from retrieval import CardDraft, CardIndex, CardQuery
 from storage import CardFilter
 
@@ -116,7 +116,7 @@ def test_users_above_the_exact_scan_limit_take_the_index_path_with_the_same_card
 
     # Every user is "big" now: the vector ranking walks HNSW (falling back to the exact scan
     # when the index leaves fewer than asked, as it must for a small user in a shared table).
-    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 1)
+    monkeypatch.setattr(storage.cards.queries, "EXACT_SCAN_MAX_CARDS", 1)
     indexed = index.search(user_id, "lake", CardQuery(k=5, during=MAY_WINDOW))
 
     assert [(h.card.id, round(h.score, 9)) for h in indexed] == [

@@ -5,8 +5,8 @@ from collections.abc import Iterable
 from sqlalchemy import text
 
 from storage import CardFilter, Database
-from storage.card_queries import BM25_B, BM25_K1
-from storage.card_records import CardMatch, filter_sql
+from storage.cards.queries import BM25_B, BM25_K1
+from storage.cards.records import CardMatch, filter_sql
 
 _NO_FILTER = CardFilter()
 

@@ -11,10 +11,10 @@ from card_samples import MODEL, new_card, unit_vector
 from keyword_reference import search_keywords
 from wire_trace import wire_trace
 
-import storage.card_queries
+import storage.cards.queries
 from retrieval.ranking import CardRanking
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
-from storage.card_search import Candidates
+from storage.cards.search import Candidates
 
 DAY = datetime(2025, 5, 8, tzinfo=UTC)
 WEEK = (DAY, DAY + timedelta(days=7))
@@ -129,7 +129,7 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
     query = unit_vector("another query")
     exact = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
 
-    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)
+    monkeypatch.setattr(storage.cards.queries, "EXACT_SCAN_MAX_CARDS", 3)
     indexed = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
     # Known as big now: its index ranking runs while the statement runs, the same cards.
     ahead = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
@@ -142,7 +142,7 @@ def test_a_big_user_walks_the_index_and_gets_the_same_cards(
         assert found.similarity == pytest.approx(exact.similarity, abs=1e-5)
     assert ahead == indexed
     # Back under the exact scan's size: the statement's own ranking again.
-    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 10_000)
+    monkeypatch.setattr(storage.cards.queries, "EXACT_SCAN_MAX_CARDS", 10_000)
     small = ranking.candidates(user_id, query, ["tea"], limit=8, during=WEEK)
     assert [m.card_id for m in small.dense] == [m.card_id for m in exact.dense]
 
@@ -157,11 +157,11 @@ def test_searches_from_many_threads_at_once_get_what_one_at_a_time_gets(
     def search(query: list[float]) -> Candidates:
         return ranking.candidates(user_id, query, ["tea"], limit=8)
 
-    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 3)  # the HNSW index
+    monkeypatch.setattr(storage.cards.queries, "EXACT_SCAN_MAX_CARDS", 3)  # the HNSW index
     big_alone = [search(q) for q in queries]
     with ThreadPoolExecutor(8) as pool:
         big_together = list(pool.map(search, queries))
-    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 10_000)
+    monkeypatch.setattr(storage.cards.queries, "EXACT_SCAN_MAX_CARDS", 10_000)
     search(queries[0])  # holds the user's vectors
     alone = [search(q) for q in queries]
     with ThreadPoolExecutor(8) as pool:

@@ -13,9 +13,9 @@ from card_samples import MODEL, new_card
 
 import storage.cards as storage_cards
 from storage import EMBEDDING_DIM, CardStore, Database
-from storage.card_queries import CardQueries
-from storage.card_reads import CardReads
-from storage.card_writes import CardWrites
+from storage.cards.queries import CardQueries
+from storage.cards.reads import CardReads
+from storage.cards.writes import CardWrites
 
 
 def test_the_store_is_no_mixin_and_each_part_takes_what_it_uses() -> None:

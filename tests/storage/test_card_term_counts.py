@@ -17,7 +17,7 @@ from keyword_reference import search_keywords
 from sqlalchemy import text
 
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
-from storage.card_search import candidate_sql
+from storage.cards.search import candidate_sql
 from storage.driver import driver_autocommit, driver_sql
 
 

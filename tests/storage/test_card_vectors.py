@@ -1,4 +1,4 @@
-"""Tests of the in-process card vectors (``retrieval.vectors``, read by ``storage.card_vectors``)
+"""Tests of the in-process card vectors (``retrieval.vectors``, read by ``storage.cards.vectors``)
 behind ``CardRanking.candidates``.
 
 The cached path must give what the SQL scan gives, after every kind of write, by this process or
@@ -15,7 +15,7 @@ from card_samples import MODEL, new_card, unit_vector
 from child_process import Spawn
 from sqlalchemy import text
 
-import storage.card_queries
+import storage.cards.queries
 from retrieval.ranking import CardRanking
 from retrieval.vectors import UserVectors
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
@@ -284,7 +284,7 @@ def test_users_past_the_exact_scan_size_keep_the_index(
     ranking.candidates(user_id, QUERIES[0], [], limit=3)
     assert held(ranking, user_id) is not None
     store.add(user_id, [new_card("one more tea note")])
-    monkeypatch.setattr(storage.card_queries, "EXACT_SCAN_MAX_CARDS", 5)
+    monkeypatch.setattr(storage.cards.queries, "EXACT_SCAN_MAX_CARDS", 5)
 
     found = ranking.candidates(user_id, QUERIES[0], [], limit=7)
 
@@ -300,7 +300,7 @@ def test_with_held_vectors_the_statement_does_not_wait_for_the_query_vector(
     ranking.candidates(user_id, QUERIES[0], ["tea"], limit=5)  # loads the vectors
     rows_arrived = threading.Event()
     asked: list[int] = []
-    split_rows = storage.card_queries._candidates
+    split_rows = storage.cards.queries._candidates
 
     def statement_rows(rows: list[tuple[object, ...]]) -> object:
         rows_arrived.set()
@@ -313,7 +313,7 @@ def test_with_held_vectors_the_statement_does_not_wait_for_the_query_vector(
         assert rows_arrived.wait(timeout=60)
         return QUERIES[1]
 
-    monkeypatch.setattr(storage.card_queries, "_candidates", statement_rows)
+    monkeypatch.setattr(storage.cards.queries, "_candidates", statement_rows)
     lazy = ranking.candidates(user_id, query_vector, ["tea"], limit=5)
 
     assert asked == [1]  # asked for once, on the ranking's thread

@@ -24,7 +24,7 @@ from storage import (
     MessageStore,
     StorageError,
 )
-from storage.cards import CardMatch
+from storage.cards.store import CardMatch
 
 CHILD = Path(__file__).with_name("cards_child.py")
 DAY = datetime(2025, 5, 8, tzinfo=UTC)

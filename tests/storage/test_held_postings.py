@@ -3,7 +3,7 @@ held vectors, behind ``CardRanking.candidates``.
 
 With a user's vectors and postings held, the search statement reads only the version, the
 card count, the keyword length and the query terms' document frequencies
-(``storage.card_search.statistics_sql``); the BM25 ranking runs here. It must rank exactly as
+(``storage.cards.search.statistics_sql``); the BM25 ranking runs here. It must rank exactly as
 the statement's keyword ranking does, for a user with many cards and superseded ones, after
 every write of another process, and a forgotten card must never come back from the cache.
 """
@@ -20,7 +20,7 @@ from child_process import Spawn
 from retrieval.postings import HeldPostings
 from retrieval.ranking import CardRanking
 from storage import EMBEDDING_DIM, CardStore, Database
-from storage.cards import Candidates, CardMatch
+from storage.cards.store import Candidates, CardMatch
 from storage.erasure import erase
 
 WRITER = Path(__file__).with_name("card_writer_child.py")

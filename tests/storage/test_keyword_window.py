@@ -22,7 +22,7 @@ from test_card_term_counts import many_cards, plan_nodes
 from wire_trace import wire_trace
 
 from storage import EMBEDDING_DIM, CardFilter, CardStore, Database
-from storage.card_search import candidate_sql
+from storage.cards.search import candidate_sql
 from storage.driver import driver_autocommit, driver_sql
 
 TERMS = ["turn", "berlin", "deploy"]

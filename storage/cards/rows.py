@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from storage.card_records import Card
+from storage.cards.records import Card
 
 __all__ = [
     "CARD_COLUMNS",

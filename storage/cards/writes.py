@@ -1,6 +1,6 @@
 """The writes of the card store: adding cards (merging identical ones), superseding, reviving,
 merging sources, pinning and deleting. Each runs in one transaction, and every write that
-changes a user's current cards takes a new card version there (``storage.card_vectors``)."""
+changes a user's current cards takes a new card version there (``storage.cards.vectors``)."""
 
 from collections.abc import Sequence
 from datetime import datetime
@@ -11,15 +11,15 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import BigInteger, Text
 
-from storage.card_records import Card, NewCard, check_card, content_hash
-from storage.card_rows import (
+from storage.cards.records import Card, NewCard, check_card, content_hash
+from storage.cards.rows import (
     CARD_COLUMNS,
     card_of,
     qualified,
     unit_vector,
     vector_literal,
 )
-from storage.card_term_counts import count_terms
+from storage.cards.term_counts import count_terms
 from storage.engine import Database
 from storage.erasure import delete_cards, lock_sources
 from storage.errors import StorageError
@@ -53,7 +53,7 @@ class CardWrites:
 
         Raises:
             InvalidInputError: A card is over a size bound (``MAX_CARD_TEXT_CHARS`` and the
-                others in ``storage.card_records``); nothing is stored.
+                others in ``storage.cards.records``); nothing is stored.
             SessionErasedError: A source message was erased since it was read; nothing stored.
         """
         if not cards:
@@ -362,7 +362,7 @@ def _bump_stats(connection: Connection, user_id: str, cards: int, terms: int) ->
 
 
 def _new_version(connection: Connection, user_id: str) -> None:
-    """Mark the user's current cards as changed (``storage.card_vectors``): call it in the
+    """Mark the user's current cards as changed (``storage.cards.vectors``): call it in the
     transaction of every write that adds, removes, closes or reopens one of them."""
     connection.execute(
         text(

@@ -10,7 +10,7 @@ similarity of every candidate in one statement. Fusing them is ``retrieval``'s b
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from storage.card_records import CardFilter, CardMatch, filter_sql
+from storage.cards.records import CardFilter, CardMatch, filter_sql
 
 __all__ = ["Candidates", "candidate_sql", "during_sql", "statistics_sql"]
 
@@ -73,7 +73,7 @@ def candidate_sql(
     Bound parameters the caller adds: ``user_id``, ``query`` (pgvector text, unit length),
     ``limit``, ``exact_max`` (the dense ranking is an exact scan, run only for users with at
     most that many cards; bigger users take the HNSW index in a second statement),
-    ``held`` (the caller holds the user's current vectors in memory, ``storage.card_vectors``:
+    ``held`` (the caller holds the user's current vectors in memory, ``storage.cards.vectors``:
     the ``d`` and ``s`` rows are left out, the caller computes them at the version the ``n``
     row gives), and with
     ``keywords``: ``terms``, ``k1``, ``b``, ``window``, ``current_version`` and

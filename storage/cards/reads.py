@@ -8,8 +8,8 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import BigInteger, Text
 
-from storage.card_records import Card, CardFilter, filter_sql
-from storage.card_rows import CARD_COLUMNS, card_of
+from storage.cards.records import Card, CardFilter, filter_sql
+from storage.cards.rows import CARD_COLUMNS, card_of
 from storage.driver import driver_autocommit
 from storage.engine import Database
 

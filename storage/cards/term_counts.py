@@ -2,7 +2,7 @@
 the user's cards hold a term, kept in the transaction of every write of ``card_terms``.
 
 The keyword search reads them to leave the terms nearly every card holds out of its scan
-(``storage.card_search``). Every writer calls ``count_terms`` after it has updated the user's
+(``storage.cards.search``). Every writer calls ``count_terms`` after it has updated the user's
 ``card_stats`` row, whose row lock then orders concurrent writers of one user: the counts'
 rows are taken in one order (by term) under it, so two writers never deadlock on them.
 """

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from sqlalchemy import text
 
-from storage.card_rows import unit_vector, vector_literal
+from storage.cards.rows import unit_vector, vector_literal
 from storage.engine import Database
 
 __all__ = ["ItemQueries", "ItemTerms", "RankableItem"]

@@ -16,12 +16,12 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from storage.card_rows import unit_vector, vector_literal
+from storage.cards.rows import unit_vector, vector_literal
 from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
 from storage.errors import InvalidInputError
 from storage.inputs import check_id, check_text, encode_json
-from storage.item_records import (
+from storage.items.records import (
     ITEM_COLUMNS,
     ItemIndexing,
     ItemKey,
@@ -30,7 +30,7 @@ from storage.item_records import (
     item_of,
     item_of_tuple,
 )
-from storage.item_search import ItemQueries
+from storage.items.search import ItemQueries
 
 __all__ = [
     "MAX_ITEM_PATH_BYTES",

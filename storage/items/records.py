@@ -59,7 +59,7 @@ class StoredItem:
 
 @dataclass(frozen=True, slots=True)
 class ItemRef:
-    """An item without its value: what ranking needs (``storage.item_search.RankableItem``)."""
+    """An item without its value: what ranking needs (``storage.items.search.RankableItem``)."""
 
     user_id: str
     id: int

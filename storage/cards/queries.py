@@ -1,7 +1,7 @@
 """The searches of the card store: by vector (exact scan or HNSW), the candidates of a hybrid
-search in one statement (``storage.card_search``; for a caller holding the user's vectors and
+search in one statement (``storage.cards.search``; for a caller holding the user's vectors and
 keyword postings, only the statistics their ranking needs), and a user's current vectors and
-postings for a caller that ranks them itself (``storage.card_vectors``). Persistence only: the
+postings for a caller that ranks them itself (``storage.cards.vectors``). Persistence only: the
 ranking of held vectors and postings and the fusion are ``retrieval``'s."""
 
 from collections.abc import Iterable, Sequence
@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from sqlalchemy import text
 
-from storage.card_records import CardFilter, CardMatch, filter_sql
-from storage.card_rows import unit_vector, vector_literal
-from storage.card_search import Candidates, candidate_sql, statistics_sql
-from storage.card_vectors import CurrentVectors, current_vectors
+from storage.cards.records import CardFilter, CardMatch, filter_sql
+from storage.cards.rows import unit_vector, vector_literal
+from storage.cards.search import Candidates, candidate_sql, statistics_sql
+from storage.cards.vectors import CurrentVectors, current_vectors
 from storage.driver import driver_autocommit, driver_sql
 from storage.engine import Database
 

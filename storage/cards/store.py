@@ -6,9 +6,9 @@ vector and the keyword terms of each card, and the same for queries.
 
 from sqlalchemy import text
 
-from storage.card_queries import BM25_B, BM25_K1, CardQueries
-from storage.card_reads import CardReads
-from storage.card_records import (
+from storage.cards.queries import BM25_B, BM25_K1, CardQueries
+from storage.cards.reads import CardReads
+from storage.cards.records import (
     MAX_CARD_KEY_CHARS,
     MAX_CARD_TAG_CHARS,
     MAX_CARD_TAGS,
@@ -22,9 +22,9 @@ from storage.card_records import (
     NewCard,
     content_hash,
 )
-from storage.card_search import Candidates
-from storage.card_vectors import CurrentVectors
-from storage.card_writes import CardWrites
+from storage.cards.search import Candidates
+from storage.cards.vectors import CurrentVectors
+from storage.cards.writes import CardWrites
 from storage.engine import Database
 from storage.errors import StorageError
 from storage.migrations import EMBEDDING_DIM
