@@ -11,7 +11,7 @@ import uuid
 
 from card_samples import MODEL, new_card
 
-import storage.cards as storage_cards
+import storage.cards.store as storage_cards
 from storage import EMBEDDING_DIM, CardStore, Database
 from storage.cards.queries import CardQueries
 from storage.cards.reads import CardReads
