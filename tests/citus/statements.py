@@ -11,6 +11,7 @@ parameters and types, and reads Citus's task count from the plan.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -139,11 +140,16 @@ def statements_sent(engine: Engine, folder: Path) -> Iterator[list[Sent]]:
     sent: list[Sent] = []
     traced: dict[int, tuple[Any, Any]] = {}
 
+    lock = threading.Lock()
+
     def start(dbapi_connection: Any, *_: Any) -> None:
-        if id(dbapi_connection) not in traced:
-            stream = (folder / f"{len(traced)}.trace").open("w")
-            dbapi_connection.pgconn.trace(stream.fileno())
-            traced[id(dbapi_connection)] = (dbapi_connection, stream)
+        # Two threads check connections out at once (a request's recall starts ahead on its
+        # own): without the lock both took the same file, and each cut the other's trace.
+        with lock:
+            if id(dbapi_connection) not in traced:
+                stream = (folder / f"{len(traced)}.trace").open("w")
+                dbapi_connection.pgconn.trace(stream.fileno())
+                traced[id(dbapi_connection)] = (dbapi_connection, stream)
 
     # New connections only: psycopg names the statements it prepares per connection, and a
     # connection used before the trace began would bind statements prepared out of its sight.
