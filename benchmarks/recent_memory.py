@@ -128,7 +128,7 @@ def measure(
     """
     recent = RecentMessages(store, counter, max_bytes=max_bytes)
     for index in range(sessions):
-        recent.load("bench", f"s{index}", after_seq=0, budget=100_000)
+        recent.load_with_summary("bench", f"s{index}", budget=100_000)
     gc.collect()
     with_cache = tracemalloc.get_traced_memory()[0]
     counted = recent.cached_bytes
@@ -153,7 +153,7 @@ def resident_growth(
     before = resident()
     recent = RecentMessages(store, counter, max_bytes=max_bytes)
     for index in range(sessions):
-        recent.load("bench", f"s{index}", after_seq=0, budget=100_000)
+        recent.load_with_summary("bench", f"s{index}", budget=100_000)
     gc.collect()
     grown = resident() - before
     recent.forget("bench")
