@@ -7,6 +7,9 @@ into a self-contained query for recall. The submodules hold the parts; this pack
 what the facade and the store use.
 """
 
+import warnings
+
+from memory.cards import model as _model
 from memory.cards.dates import ResolvedDate, resolve_date, time_range_of_query
 from memory.cards.extract import CardExtractor, Extraction, ExtractionEvent, RulesFallback
 from memory.cards.model import (
@@ -14,7 +17,6 @@ from memory.cards.model import (
     DatePrecision,
     ExtractedCard,
     SourceMessage,
-    content_hash,
     normalize_text,
 )
 from memory.cards.rewrite import Rewrite, RewriteMethod, rewrite_query
@@ -43,7 +45,6 @@ __all__ = [
     "RulesFallback",
     "SourceMessage",
     "SupersedeDecision",
-    "content_hash",
     "decide_supersede",
     "extract_by_rules",
     "normalize_text",
@@ -53,3 +54,11 @@ __all__ = [
     "task_key",
     "time_range_of_query",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``content_hash``, retired (``memory.cards.model`` says why), until the next release."""
+    if name != "content_hash":
+        raise AttributeError(f"module 'memory.cards' has no attribute {name!r}")
+    warnings.warn(_model._RETIRED_HASH, DeprecationWarning, stacklevel=2)
+    return _model._normalized_text_hash

@@ -3,9 +3,10 @@
 An ``ExtractedCard`` is what extraction produces: a statement whose sources are named by their
 place in the batch read. Archiving names them by stored id and hands the store the one draft
 type of every layer (``storage.CardDraft``); the store adds the user, ids, validity and the
-embedding. ``normalize_text`` and ``content_hash`` define
-when two cards are the same card (the store's unique key per user), so they are written once,
-here, and used by extraction, supersede decisions and the store alike.
+embedding. ``normalize_text`` defines when two statements are the same card for the judgment
+(extraction merges them, supersede keeps an equal one), so it is written once, here. The store's
+unique key per user is its own (``storage.content_hash(type, text)``: the type is part of it and
+trailing punctuation is not dropped); its stored values never change.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -25,7 +27,6 @@ __all__ = [
     "DatePrecision",
     "ExtractedCard",
     "SourceMessage",
-    "content_hash",
     "normalize_text",
 ]
 
@@ -49,13 +50,23 @@ def normalize_text(text: str) -> str:
     return _TRAILING.sub("", _SPACE.sub(" ", folded).strip())
 
 
-def content_hash(text: str) -> str:
-    """The SHA-256 hex digest of ``normalize_text(text)``: the same for the same card of any user.
+_RETIRED_HASH = (
+    "memory.cards.content_hash is retired and goes in the next release: it was never the "
+    "store's key (that is storage.content_hash(type, text)); compare normalize_text(...) instead"
+)
 
-    The store makes it unique per user; the user is not part of the hash so that one function
-    serves every user and a hash can be recomputed from the text alone.
-    """
+
+def _normalized_text_hash(text: str) -> str:
+    """The SHA-256 hex digest of ``normalize_text(text)``, for the retired ``content_hash``."""
     return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+def __getattr__(name: str) -> object:
+    """``content_hash``, retired: it still answers until the next release, with a warning."""
+    if name != "content_hash":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(_RETIRED_HASH, DeprecationWarning, stacklevel=2)
+    return _normalized_text_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +139,9 @@ class ExtractedCard:
 
     @property
     def content_hash(self) -> str:
-        """``content_hash(self.text)``: the store's identity of this card for one user."""
-        return content_hash(self.text)
+        """Retired (a warning says so): the SHA-256 of ``normalized``, not the store's key."""
+        warnings.warn(_RETIRED_HASH, DeprecationWarning, stacklevel=2)
+        return _normalized_text_hash(self.text)
 
     @property
     def key(self) -> tuple[str, str] | None:

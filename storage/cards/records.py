@@ -178,7 +178,11 @@ def check_card(position: int, card: NewCard) -> None:
 
 
 def content_hash(card_type: str, text_: str) -> str:
-    """Return the hash that identifies a card's content for one user.
+    """Return the hash that identifies a card's content for one user: the ``content_hash`` column.
+
+    The cards table is unique on ``(user_id, content_hash)``, so its stored values must never
+    change. It is not the judgment's ``memory.cards.normalize_text`` rule: the type is part of
+    it and trailing punctuation is kept.
 
     Args:
         card_type: The card's type.

@@ -19,7 +19,6 @@ EXPECTED = {
     "RulesFallback",
     "SourceMessage",
     "SupersedeDecision",
-    "content_hash",
     "decide_supersede",
     "extract_by_rules",
     "normalize_text",

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.cards.dates import resolve_date, time_range_of_query
-from memory.cards.model import SourceMessage, content_hash, normalize_text
+from memory.cards.model import SourceMessage, _normalized_text_hash, normalize_text
 from memory.cards.rewrite import rewrite_query
 from memory.cards.rules import extract_by_rules
 from memory.context.messages import Message
@@ -34,7 +34,7 @@ WHEN = st.datetimes(
 def test_normalizing_twice_changes_nothing(text: str) -> None:
     once = normalize_text(text)
     assert normalize_text(once) == once
-    assert content_hash(text) == content_hash(once)
+    assert _normalized_text_hash(text) == _normalized_text_hash(once)
 
 
 @settings(max_examples=300)
