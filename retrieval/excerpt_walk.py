@@ -8,22 +8,24 @@ memory ``k + 1`` or would not fit the token budget.
 
 The walk does not count tokens itself: what a memory costs is the prompt's business (its
 tokenizer, how a memory is quoted), one layer up. It is a generator that yields the text of
-each memory it weighs and is sent that memory's tokens (``Pricing``); ``priced`` runs it with
-a counting function, and the caller that owns the counting runs it with its own loop, so no
-function of a layer above is ever handed down.
+each memory it weighs and is sent that memory's tokens (``Pricing``). ``Questions`` holds the
+one loop that drives it: its caller iterates over the memories asked about and answers each in
+its own frame, so no function of a layer above is ever handed down; ``priced`` is that loop
+answered with a counting function of this layer's callers.
 """
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from retrieval.turns import day_text
 
 __all__ = [
     "Line",
     "Pricing",
+    "Questions",
     "day_text",
     "priced",
     "render",
@@ -77,15 +79,51 @@ class Line:
     weighed: bool = False  # whether ``shown`` was decided (lines are cut when first looked at)
 
 
+class Questions(Generic[T]):
+    """A ``Pricing`` run by its caller's loop: iterating yields each memory text it asks
+    about, ``answer`` sends back that memory's tokens, and ``result`` is what it returned::
+
+        questions = Questions(pricing)
+        for text in questions:
+            questions.answer(count(text))
+        return questions.result
+    """
+
+    def __init__(self, pricing: Pricing[T]) -> None:
+        self._pricing = pricing
+        self._tokens: int | None = None
+        self._result: list[T] = []  # empty until the pricing returned
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            text = next(self._pricing)
+            while True:
+                yield text
+                if self._tokens is None:
+                    raise RuntimeError(f"the tokens of {text[:60]!r} were asked for, not answered")
+                tokens, self._tokens = self._tokens, None
+                text = self._pricing.send(tokens)
+        except StopIteration as done:
+            self._result.append(done.value)
+
+    def answer(self, tokens: int) -> None:
+        """The tokens of the memory text last asked about."""
+        self._tokens = tokens
+
+    @property
+    def result(self) -> T:
+        """What the pricing returned, once every question is answered."""
+        if not self._result:
+            raise RuntimeError("the pricing has questions not yet answered")
+        return self._result[0]
+
+
 def priced(pricing: Pricing[T], count: Callable[[str], int]) -> T:
     """Run ``pricing`` to its result, answering each memory text it yields with ``count``."""
-    try:
-        text = next(pricing)
-        while True:
-            text = pricing.send(count(text))
-    except StopIteration as done:
-        result: T = done.value
-        return result
+    questions = Questions(pricing)
+    for text in questions:
+        questions.answer(count(text))
+    return questions.result
 
 
 def walk(

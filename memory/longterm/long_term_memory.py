@@ -35,7 +35,7 @@ from memory.longterm.recall_ahead import RecallAhead, RecallReads
 from memory.longterm.recalled_memories import (
     Recall,
     card_memory,
-    priced_in_prompt,
+    memory_tokens,
     recalled_excerpt,
 )
 from memory.longterm.validity import current_first, named_current, why_brought
@@ -52,6 +52,7 @@ from retrieval import (
     relevant_cards,
     search_config_for,
 )
+from retrieval.excerpt_walk import Questions
 from retrieval.excerpts import pricing_excerpts
 from storage import (
     ArchiveMarks,
@@ -251,7 +252,7 @@ class LongTermMemory:
         sources are in the window are left out: the model sees those messages already.
 
         The cards found become at most ``k`` memories within ``max_tokens``
-        (``retrieval.excerpts``, each memory priced by ``priced_in_prompt``): below the
+        (``retrieval.excerpts``, each memory priced by ``memory_tokens``): below the
         relevance gate nothing is sent, and overlapping turn cards are merged line by line, so
         no line is sent twice.
 
@@ -311,7 +312,10 @@ class LongTermMemory:
                 stale_last=not past,
                 question=query,
             )
-            excerpts = priced_in_prompt(pricing, self._counter)
+            questions = Questions(pricing)
+            for text in questions:  # answered here: the walk never calls up into memory
+                questions.answer(memory_tokens(self._counter, text))
+            excerpts = questions.result
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
                 for e in excerpts

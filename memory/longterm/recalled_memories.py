@@ -2,27 +2,24 @@
 and as lines of the report.
 
 The excerpts are composed in ``retrieval`` (``pricing_excerpts``), which does not count
-tokens: it asks for each memory's tokens as it goes, and ``priced_in_prompt`` answers with the
-tokens the memory's line takes in the prompt (``memories_message``). So the walk that fills the
-token budget never calls back up into ``memory``: this loop drives it.
+tokens: it asks for each memory's tokens as it goes, and recall answers, in its own loop over
+the questions (``retrieval.excerpt_walk.Questions``), with ``memory_tokens``: the tokens the
+memory's line takes in the prompt (``memories_message``). So the walk that fills the token
+budget never calls back up into ``memory``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
 
 from memory.context.parts import RetrievedMemory, quote_memory
 from memory.context.report import RecalledCard, RecallState
 from memory.context.tokens import TokenCounter
 from retrieval import Excerpt
-from retrieval.excerpt_walk import Pricing
 from retrieval.turns import day_text
 from storage import Card
 
-__all__ = ["Recall", "card_memory", "memory_tokens", "priced_in_prompt", "recalled_excerpt"]
-
-T = TypeVar("T")
+__all__ = ["Recall", "card_memory", "memory_tokens", "recalled_excerpt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +33,6 @@ class Recall:
 def memory_tokens(counter: TokenCounter, text: str) -> int:
     """The tokens a memory takes in the prompt: its line ``- "..."`` (``memories_message``)."""
     return counter.count_text(f"- {quote_memory(text)}\n")
-
-
-def priced_in_prompt(pricing: Pricing[T], counter: TokenCounter) -> T:
-    """Run ``pricing`` to its result, answering each memory text it asks about with the
-    tokens that memory takes in the prompt (``memory_tokens``)."""
-    try:
-        text = next(pricing)
-        while True:
-            text = pricing.send(memory_tokens(counter, text))
-    except StopIteration as done:
-        result: T = done.value
-        return result
 
 
 def card_memory(card: Card, score: float) -> RetrievedMemory:

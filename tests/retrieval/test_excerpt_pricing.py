@@ -1,13 +1,16 @@
 """``pricing_excerpts``: the composition asks for each memory's tokens instead of counting them.
 
-The caller that counts (recall, in ``memory.longterm``) answers with its own loop, so the walk
-never calls up into it; answered with the same counts, the excerpts are ``compose_excerpts``'s.
+The caller that counts (recall, in ``memory.longterm``) answers in its own loop over
+``Questions``, so the walk never calls up into it; answered with the same counts, the excerpts
+are ``compose_excerpts``'s.
 Pure: cards built by hand, tokens counted as words.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+
+import pytest
 
 from retrieval import (
     DEFAULT_SEARCH,
@@ -18,7 +21,7 @@ from retrieval import (
     compose_excerpts,
     turn_card_text,
 )
-from retrieval.excerpt_walk import priced
+from retrieval.excerpt_walk import Questions, priced
 from retrieval.excerpts import pricing_excerpts
 from storage import Card
 
@@ -59,14 +62,13 @@ HITS = [turn_hit(100 + i, CONVERSATION[max(0, i - 1) : i + 2]) for i in (1, 4, 2
 def answered(budget: int | None) -> tuple[list[str], list[Excerpt]]:
     """The texts ``pricing_excerpts`` asks about, answered in words, and its excerpts."""
     asked: list[str] = []
-    pricing = pricing_excerpts(HITS, analyze("puppy violin beach"), GATED, k=4, max_tokens=budget)
-    try:
-        text = next(pricing)
-        while True:
-            asked.append(text)
-            text = pricing.send(words(text))
-    except StopIteration as done:
-        return asked, done.value
+    questions = Questions(
+        pricing_excerpts(HITS, analyze("puppy violin beach"), GATED, k=4, max_tokens=budget)
+    )
+    for text in questions:
+        asked.append(text)
+        questions.answer(words(text))
+    return asked, questions.result
 
 
 def test_each_memory_weighed_is_asked_for_and_the_excerpts_are_compose_excerpts() -> None:
@@ -123,3 +125,12 @@ def test_a_question_asking_for_several_things_reaches_the_walk_recall_runs() -> 
     assert priced_walk(asked_several) == composed
     assert priced_walk(asked_several) != priced_walk("")  # the question changed the cut
     assert "raining" not in " ".join(e.text for e in composed)
+
+
+def test_a_question_left_unanswered_is_an_error_not_a_guess() -> None:
+    questions = Questions(pricing_excerpts(HITS, analyze("puppy"), GATED, k=2, max_tokens=None))
+    with pytest.raises(RuntimeError, match="not yet answered"):
+        _ = questions.result
+    with pytest.raises(RuntimeError, match="asked for, not answered"):
+        for _text in questions:
+            pass
