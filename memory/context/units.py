@@ -1,4 +1,5 @@
-"""Atomic units of a chat history, the current turn, and structural validation.
+"""Atomic units of a chat history, the current turn, and structural validation (its tool-call
+rules in ``memory.context.tool_call_rules``).
 
 A unit is what the window keeps or drops whole: the pinned system message; an assistant message
 with ``tool_calls`` together with all its tool results; any other single message.
@@ -12,8 +13,9 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
-from memory.context.messages import Message, api_problem
+from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
+from memory.context.tool_call_rules import MessageShape, ToolBlock, check_structure, shape_of
 from memory.errors import Problem
 
 __all__ = [
@@ -197,19 +199,19 @@ def find_problems(
             for results (an agent's tool loop in progress, as stored between two requests).
     """
     problems: list[Problem] = []
-    parsed: list[_Shape | None] = []
+    parsed: list[MessageShape | None] = []
     for index, item in enumerate(messages):
-        shape = _shape_of(item)
+        shape = shape_of(item)
         if shape is None:
             try:
-                shape = _Shape.of(Message.model_validate(item))
+                shape = MessageShape.of(Message.model_validate(item))
             except ValidationError as error:
                 first = error.errors()[0]
                 where = ".".join(str(part) for part in first["loc"]) or "message"
                 problems.append(Problem(index, f"not a chat message ({where}: {first['msg']})"))
         parsed.append(shape)
-    block = _ToolBlock(problems)
-    _check_structure(block, enumerate(parsed), len(parsed), allow_pending_calls)
+    block = ToolBlock(problems)
+    check_structure(block, enumerate(parsed), len(parsed), allow_pending_calls)
     return problems
 
 
@@ -229,176 +231,11 @@ def find_problems_past(history: Sequence[Message], valid_through: int) -> list[P
     if start <= 0:
         return find_problems(history)
     problems: list[Problem] = []
-    block = _ToolBlock(problems)
+    block = ToolBlock(problems)
     for index in range(start):
         message = history[index]
         if message.tool_calls and message.role == "assistant":
             block.last_call.update((call.id, index) for call in message.tool_calls)
-    shapes = ((index, _Shape.of(history[index])) for index in range(start, len(history)))
-    _check_structure(block, shapes, len(history), allow_pending_calls=False)
+    shapes = ((index, MessageShape.of(history[index])) for index in range(start, len(history)))
+    check_structure(block, shapes, len(history), allow_pending_calls=False)
     return problems
-
-
-def _check_structure(
-    block: _ToolBlock,
-    shapes: Iterable[tuple[int, _Shape | None]],
-    end: int,
-    allow_pending_calls: bool,
-) -> None:
-    """Run the tool-call rules over the messages' shapes (by index), ``block`` collecting."""
-    for index, message in shapes:
-        if message is None or message.role != "tool":
-            block.close(index, in_progress=False)
-        if message is None:
-            continue
-        if message.role == "assistant" and message.call_ids:
-            block.open(index, message.call_ids)
-        elif message.role == "tool":
-            block.answer(index, message.tool_call_id)
-    block.close(end, in_progress=allow_pending_calls)
-
-
-class _ToolBlock:
-    """The assistant message whose tool results may follow, and which of its calls are open."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        self.owner: int | None = None
-        self.pending: dict[str, None] = {}
-        self.answered: set[str] = set()
-        self.last_call: dict[str, int] = {}  # id -> the latest assistant message that made it
-
-    def open(self, index: int, call_ids: tuple[str, ...]) -> None:
-        self.owner = index
-        for call_id in call_ids:
-            if not call_id:
-                self.problems.append(Problem(index, "a tool call has an empty id"))
-            elif call_id in self.pending:
-                self.problems.append(
-                    Problem(index, f"duplicate tool_call_id {call_id!r} in one message")
-                )
-            else:
-                self.pending[call_id] = None
-                self.last_call[call_id] = index
-
-    def answer(self, index: int, call_id: str | None) -> None:
-        if index == 0:
-            self.problems.append(Problem(0, "a tool message cannot come first"))
-        elif not call_id:
-            self.problems.append(Problem(index, "tool message without a tool_call_id"))
-        elif self.owner is None:
-            if call_id in self.last_call:
-                self.problems.append(
-                    Problem(
-                        index,
-                        f"tool result {call_id!r} is separated from its call ({{related}}) "
-                        "by another role",
-                        related=self.last_call[call_id],
-                    )
-                )
-            else:
-                self.problems.append(
-                    Problem(index, f"tool result {call_id!r} has no preceding matching call")
-                )
-        elif call_id in self.pending:
-            del self.pending[call_id]
-            self.answered.add(call_id)
-        elif call_id in self.answered:
-            self.problems.append(Problem(index, f"duplicate tool result for {call_id!r}"))
-        else:
-            self.problems.append(
-                Problem(
-                    index,
-                    f"unknown tool_call_id {call_id!r} ({{related}} made no such call)",
-                    related=self.owner,
-                )
-            )
-
-    def close(self, at: int, *, in_progress: bool) -> None:
-        """End the block before message ``at``; at the end of the list it may be in progress."""
-        if self.owner is not None and self.pending and not in_progress:
-            missing = ", ".join(self.pending)
-            self.problems.append(Problem(self.owner, f"tool call(s) {missing} have no result"))
-        self.owner = None
-        self.pending.clear()
-        self.answered.clear()
-
-
-class _Shape(NamedTuple):
-    """What the structure of a history depends on, read from one message."""
-
-    role: str
-    call_ids: tuple[str, ...]
-    tool_call_id: str | None
-
-    @classmethod
-    def of(cls, message: Message) -> _Shape:
-        return cls(message.role, message.call_ids, message.tool_call_id)
-
-
-_ROLES = frozenset(("system", "developer", "user", "assistant", "tool"))
-
-
-def _shape_of(item: object) -> _Shape | None:
-    """The shape of a ``Message``, or of a plain dict that surely parses as one.
-
-    Building a pydantic model per message would dominate validating a long history, so a dict
-    made only of the types ``Message`` accepts is read directly. ``None`` means "parse it to
-    find out": every dict this accepts parses, but not every dict that parses is accepted here.
-    """
-    if type(item) is not dict:
-        return _Shape.of(item) if isinstance(item, Message) else None
-    if not _has_string_keys(item):
-        return None
-    role = item.get("role")
-    content = item.get("content")
-    tool_call_id = item.get("tool_call_id")
-    if (
-        type(role) is not str
-        or role not in _ROLES
-        or not (content is None or type(content) is str or _are_parts(content))
-        or not _is_optional_str(item.get("name"))
-        or not _is_optional_str(tool_call_id)
-    ):
-        return None
-    tool_calls = item.get("tool_calls")
-    if api_problem(role, content, tool_calls, item) is not None:
-        return None  # parsing names the problem
-    if tool_calls is None:
-        return _Shape(role, (), tool_call_id)
-    if type(tool_calls) not in (list, tuple) or not all(map(_is_tool_call, tool_calls)):
-        return None
-    return _Shape(role, tuple(call["id"] for call in tool_calls), tool_call_id)
-
-
-def _is_optional_str(value: object) -> bool:
-    return value is None or type(value) is str
-
-
-def _has_string_keys(data: dict[Any, Any]) -> bool:
-    # Joining the keys runs at C speed and fails on the first key that is not a string.
-    try:
-        "".join(data)
-    except TypeError:
-        return False
-    return True
-
-
-def _are_parts(content: object) -> bool:
-    return type(content) is list and all(
-        type(part) is dict and _has_string_keys(part) for part in content
-    )
-
-
-def _is_tool_call(call: object) -> bool:
-    if type(call) is not dict or not _has_string_keys(call):
-        return False
-    function = call.get("function")
-    return (
-        type(call.get("id")) is str
-        and type(call.get("type", "")) is str
-        and type(function) is dict
-        and _has_string_keys(function)
-        and type(function.get("name")) is str
-        and type(function.get("arguments", "")) is str
-    )

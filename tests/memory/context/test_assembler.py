@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memory.context import units
+from memory.context import tool_call_rules
 from memory.context.assembler import (
     AssembledContext,
     RetrievedMemory,
@@ -250,13 +250,13 @@ def test_a_known_valid_run_is_not_checked_again_but_its_open_calls_still_are(
         ]
     )
     shaped: list[Message] = []
-    of = units._Shape.of
+    of = tool_call_rules.MessageShape.of
 
     def shape_of(message: Message) -> Any:
         shaped.append(message)
         return of(message)
 
-    monkeypatch.setattr(units._Shape, "of", shape_of)
+    monkeypatch.setattr(tool_call_rules.MessageShape, "of", shape_of)
 
     with pytest.raises(InvalidHistoryError) as caught:
         assemble(stored, budget=10_000, counter=COUNTER, valid_through=len(stored))
