@@ -33,9 +33,9 @@ def offline_memory(
         database: The open database.
         data_dir: The database's folder (the settings' ``data_dir``).
         embedder: The embedder of the cards.
-        recipe: The search recipe recall uses, with the relevance gate measured for
-            ``embedder`` (a named recipe carries none). The default recipe is the index's
-            own.
+        recipe: The search recipe recall and search use; one with no relevance gate (a
+            named recipe) gets the one measured for ``embedder``. The default recipe is the
+            index's own.
         cards: ``CardSettings`` fields (``k``, ``max_tokens``).
     """
     settings = Settings(
@@ -47,10 +47,11 @@ def offline_memory(
     )
     memory = Memory(database, settings, embedder=embedder)
     if recipe != DEFAULT_SEARCH:
-        gate = search_config_for(embedder).min_similarity
+        if recipe.min_similarity is None:
+            gate = search_config_for(embedder).min_similarity
+            recipe = recipe.model_copy(update={"min_similarity": gate})
         # The long-term memory's index, made again with the recipe. ``Memory`` has no setting
         # for a recipe: the default is the one product recipe, the others are for evaluation.
         longterm = memory._longterm()
-        config = recipe.model_copy(update={"min_similarity": gate})
-        longterm.index = CardIndex(longterm.index.store, embedder, config=config)
+        longterm.index = CardIndex(longterm.index.store, embedder, config=recipe)
     return memory
