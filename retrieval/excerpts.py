@@ -19,11 +19,8 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    line) is kept whole (``context_sentences`` 0). The memory still cites the whole message,
    so the cut must not drop the words that answer: cut to the matching sentence alone, and
    context lines to their first, more evidence fit the budget but fewer answers were said
-   (BENCHMARKS.md, "Answer in the recalled text"). A recipe may cut closer only the lines
-   after its best ``close_cut_from``, and every line of a question asking for several things
-   (``retrieval.question_shape``: "What books has Melanie read?"; ``several_close_cut_from``),
-   and leave the speakers' names out of the words a line is scored or cut for
-   (``names_cover`` false): ``CUT_FAR_LINES``, not the default.
+   (BENCHMARKS.md, "Answer in the recalled text"). A recipe may cut lists and far lines
+   closer and not count the speakers' names (``retrieval.close_cut``).
 4. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
    value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its
@@ -46,10 +43,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from retrieval.excerpt_text import asks, bare_question, cut_line, line_terms
+from retrieval.close_cut import covered_terms, line_cutter, question_config
+from retrieval.excerpt_text import asks, bare_question, line_terms
 from retrieval.excerpt_walk import Line, Pricing, day_text, priced, render, walk, words_of
 from retrieval.keywords import is_cjk_term
-from retrieval.question_shape import asks_for_several
 from retrieval.recipe import SearchConfig
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
@@ -168,9 +165,7 @@ def compose_excerpts(
             question names ("which company am I with?": the employer).
         stale_last: Send the lines of stale cards after every other (not for a question
             about the past, which asks for them).
-        question: The query as written: one asking for several things
-            (``retrieval.question_shape``) has its lines cut from the recipe's
-            ``several_close_cut_from`` on.
+        question: The query as written (``retrieval.close_cut.question_config``).
 
     Returns:
         At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
@@ -213,10 +208,7 @@ def pricing_excerpts(
     """
     if k <= 0:
         return []
-    if config.several_close_cut_from is not None and asks_for_several(question):
-        # A line here and a line there: each its matching sentences alone.
-        several = {"close_cut_from": config.several_close_cut_from, "close_sentences_after": 0}
-        config = config.model_copy(update=several)
+    config = question_config(config, question)
     wanted = set(query_terms)
     threshold = _threshold(wanted, config, min_similarity)
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
@@ -230,7 +222,7 @@ def pricing_excerpts(
             candidates.append((hit, gate, _lines_of(hit, lines, config)))
             if len(candidates) == config.excerpt_cards:
                 break
-    covered = wanted if config.names_cover else _without_speakers(wanted, candidates, config)
+    covered = covered_terms(wanted, (line for *_, parts in candidates for line in parts), config)
     said: dict[str, set[tuple[str, int]]] = {}
     for _, _, parts in candidates:
         for line in parts:
@@ -256,7 +248,7 @@ def pricing_excerpts(
         k=k,
         max_tokens=max_tokens,
         fill=config.fill_budget,
-        cut=_cutter(order, covered, config) if config.trim_lines else None,
+        cut=line_cutter(order, covered, config) if config.trim_lines else None,
     )
     return [_excerpt(group, candidates) for group in groups]
 
@@ -300,47 +292,6 @@ def _gate(
         min_keyword_share=config.min_keyword_share,
         vouched=vouched,
     )
-
-
-def _cutter(
-    order: Sequence[Line], covered: set[str], config: SearchConfig
-) -> Callable[[Line], str | None]:
-    """What the prompt shows of a line: cut as the recipe says, and from the recipe's
-    ``close_cut_from``-th best line on, to its matching sentences alone (a line matching
-    none to its first sentence): the best lines carry the answer with the words around it,
-    the later ones cite more of the conversation."""
-    start = config.close_cut_from
-    if start is None:
-        return lambda line: cut_line(line.text, covered, config)
-    close = config.model_copy(
-        update={
-            "sentences_before": 0,
-            "sentences_after": config.close_sentences_after,
-            "context_sentences": 1,
-        }
-    )
-    position = {line.key: index for index, line in enumerate(order)}
-    return lambda line: cut_line(
-        line.text, covered, close if position[line.key] >= start else config
-    )
-
-
-def _without_speakers(
-    wanted: set[str],
-    candidates: Sequence[tuple[ScoredCard, Gate, list[Line]]],
-    config: SearchConfig,
-) -> set[str]:
-    """The query's terms less the names of the candidates' speakers (``Melanie: ...``), or
-    all of them when nothing else is left: every line of a two-person conversation holds one
-    of the names, as its speaker or as whom it addresses ("Yeah, John!"), so a name matched
-    tells nothing about the line (the speaker weight, ``line_speaker``, reads it instead)."""
-    names: set[str] = set()
-    for _, _, parts in candidates:
-        for line in parts:
-            speaker, colon, _ = line.text.partition(": ")
-            if line.turn and colon:
-                names |= line_terms(speaker, config)
-    return (wanted - names) or wanted
 
 
 def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:
