@@ -4,9 +4,9 @@ Turn cards overlap (each holds a message and its neighbours), so the best cards 
 often share lines: sent as they are, the same line reached the prompt two or three times.
 ``compose_excerpts`` sends each line once:
 
-1. **The gate.** A card is a candidate only when its cosine similarity to the query reaches
-   the recipe's ``min_similarity`` or it holds ``min_keyword_share`` of the query's search
-   terms; when nothing passes, nothing is sent.
+1. **The gate** (``retrieval.relevance_gate``). A card is a candidate only when its cosine
+   similarity to the query reaches the recipe's ``min_similarity`` or it holds
+   ``min_keyword_share`` of the query's search terms; when nothing passes, nothing is sent.
 2. **Lines.** A turn card is taken apart into its lines (one per source message). Each line
    gets a score from the best-ranked card holding it (``SearchConfig.line_*``): the card's
    rank, where the line sits against the card's best line (the one holding most query terms),
@@ -46,56 +46,12 @@ from pydantic import BaseModel, ConfigDict
 from retrieval.close_cut import covered_terms, line_cutter, question_config
 from retrieval.excerpt_text import asks, bare_question, line_terms
 from retrieval.excerpt_walk import Line, Pricing, day_text, priced, render, walk, words_of
-from retrieval.keywords import is_cjk_term
 from retrieval.recipe import SearchConfig
+from retrieval.relevance_gate import Gate, card_gate, card_terms, gate_threshold
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
 
-__all__ = ["Excerpt", "Gate", "compose_excerpts", "pricing_excerpts", "relevant_cards"]
-
-
-class Gate(BaseModel):
-    """How a card passed the relevance gate.
-
-    Attributes:
-        similarity: The card's cosine similarity to the query.
-        min_similarity: The gate's similarity (``None``: no gate).
-        keyword_share: The share of the query's search terms the card holds.
-        min_keyword_share: The gate's keyword share.
-        vouched: Why the caller vouches for the card (it then passes), or ``""``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    similarity: float
-    min_similarity: float | None
-    keyword_share: float
-    min_keyword_share: float
-    vouched: str = ""
-
-    @property
-    def passed(self) -> bool:
-        """Whether the card may be recalled."""
-        return (
-            bool(self.vouched)
-            or self.min_similarity is None
-            or self.similarity >= self.min_similarity
-            or self.keyword_share >= self.min_keyword_share
-        )
-
-    def describe(self) -> str:
-        """Why the card passed (or not), in words: ``cosine 0.52 >= 0.30``."""
-        cosine = f"cosine {self.similarity:.2f}"
-        words = f"{self.keyword_share:.0%} of the query's words"
-        if self.vouched:
-            return self.vouched
-        if self.min_similarity is None:
-            return f"{cosine}, {words} (no gate for this embedder or language)"
-        if self.similarity >= self.min_similarity:
-            return f"{cosine} >= {self.min_similarity:.2f}, {words}"
-        if self.keyword_share >= self.min_keyword_share:
-            return f"{words} >= {self.min_keyword_share:.0%} ({cosine})"
-        return f"{cosine} < {self.min_similarity:.2f} and {words}"
+__all__ = ["Excerpt", "compose_excerpts", "pricing_excerpts"]
 
 
 class Excerpt(BaseModel):
@@ -210,14 +166,14 @@ def pricing_excerpts(
         return []
     config = question_config(config, question)
     wanted = set(query_terms)
-    threshold = _threshold(wanted, config, min_similarity)
+    threshold = gate_threshold(wanted, config, min_similarity)
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
     lines: dict[tuple[str, int], Line] = {}
     for hit in hits:
         why = (vouched or {}).get(hit.card.id, "")
         if hit.card.id in first:
             why = "the current value of a property the question names"
-        gate = _gate(hit, wanted, threshold, config, vouched=why)
+        gate = card_gate(hit, wanted, threshold, config, vouched=why)
         if gate.passed:
             candidates.append((hit, gate, _lines_of(hit, lines, config)))
             if len(candidates) == config.excerpt_cards:
@@ -253,47 +209,6 @@ def pricing_excerpts(
     return [_excerpt(group, candidates) for group in groups]
 
 
-def relevant_cards(
-    hits: Sequence[ScoredCard],
-    query_terms: Sequence[str],
-    config: SearchConfig,
-    *,
-    min_similarity: float | None = None,
-) -> list[ScoredCard]:
-    """The cards that pass the relevance gate (see the module's docstring), in order."""
-    wanted = set(query_terms)
-    threshold = _threshold(wanted, config, min_similarity)
-    return [hit for hit in hits if _gate(hit, wanted, threshold, config, vouched="").passed]
-
-
-def _threshold(
-    wanted: set[str], config: SearchConfig, min_similarity: float | None
-) -> float | None:
-    if any(is_cjk_term(term) for term in wanted):
-        # The gate was measured on English questions; on CJK text the similarities of both
-        # embedders (the hashing fake sees no CJK word at all) are a scale nobody measured.
-        return None
-    return config.min_similarity if min_similarity is None else min_similarity
-
-
-def _gate(
-    hit: ScoredCard,
-    wanted: set[str],
-    threshold: float | None,
-    config: SearchConfig,
-    *,
-    vouched: str,
-) -> Gate:
-    held = _card_terms(hit, config)
-    return Gate(
-        similarity=hit.similarity,
-        min_similarity=threshold,
-        keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
-        min_keyword_share=config.min_keyword_share,
-        vouched=vouched,
-    )
-
-
 def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:
     return [line.key for line in parts]
 
@@ -322,7 +237,7 @@ def _lines_of(
             text = f"[{until}] {text}"
         key = ("card", card.id)
         if key not in known:
-            terms = _card_terms(hit, config)
+            terms = card_terms(hit, config)
             sources = tuple(card.source_message_ids)
             known[key] = Line(
                 key,
@@ -401,9 +316,3 @@ def _excerpt(
         ),
         line_score=max(line.score for line in lines),
     )
-
-
-def _card_terms(hit: ScoredCard, config: SearchConfig) -> frozenset[str]:
-    """A card's search terms: as stored, when the search read them (the same analysis of the
-    same text, made when the card was stored), else analysed now."""
-    return hit.terms if hit.terms is not None else line_terms(hit.card.text, config)
