@@ -7,7 +7,8 @@ What ``stratamem eval locomo`` measures for ``stratamem`` at one budget, made qu
 compare recipes: only the conversations of ``--split`` (the ones recipes are tuned on), one
 budget, no baselines, and the ingested database kept in ``--data-dir`` across runs (a second
 run only asks). Each ``--set`` is one variant: ``SearchConfig`` fields as JSON, applied to
-``--recipe`` (``retrieval.RECIPES``; the default recipe by default) on recall's index. Every
+``--recipe`` (``retrieval.RECIPES``; the default recipe by default) on recall's index
+(``memory.eval.offline``, as ``stratamem eval locomo --recipe`` builds it). Every
 question is asked through ``Memory.prepare`` in a new session, as the command asks it; rows:
 evidence recall per category, answer in text (``memory.eval.answers``) and the lines sent.
 MiniLM's vectors are cached under /tmp (``--cache``), never in the repository.
@@ -22,13 +23,13 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memory import Memory, Settings
 from memory.cli.eval_locomo import CachedEmbedder, MemoryBackend, memory_tokens, user_id_of
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.eval.answers import answer_in_text, checkable_answer
 from memory.eval.equal_budgets import take_budget
 from memory.eval.locomo import CATEGORIES, load_locomo
-from retrieval import RECIPES, CardIndex, OnnxEmbedder, search_config_for
+from memory.eval.offline import offline_memory
+from retrieval import DEFAULT_SEARCH, RECIPES, OnnxEmbedder
 from storage import Database
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=1024)
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/stratamem-locomo-recipes"))
     parser.add_argument("--cache", type=Path, default=Path("/tmp/stratamem-eval-embeddings.pkl"))
-    parser.add_argument("--recipe", choices=sorted(RECIPES), default=None)
+    parser.add_argument("--recipe", choices=sorted(RECIPES), default=DEFAULT_SEARCH.name)
     parser.add_argument("--set", action="append", default=[], dest="variants")
     args = parser.parse_args(argv)
     if not args.locomo.exists():
@@ -56,31 +57,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ingested = data_dir.exists()
     data_dir.mkdir(parents=True, exist_ok=True)
     with Database.open(None, data_dir=data_dir) as database:
-
-        def memory(**cards: Any) -> Memory:
-            settings = Settings(
-                data_dir=data_dir,
-                llm_base_url=None,
-                llm_api_key=None,
-                summary={"mode": "background", "debounce_seconds": 0},
-                cards=cards,
-            )
-            return Memory(database, settings, embedder=embedder)
-
-        recaller = memory(k=200, max_tokens=args.budget)
-        backend = MemoryBackend(memory(), {args.budget: recaller})
+        ingester = offline_memory(database, data_dir, embedder)
         if not ingested:
+            backend = MemoryBackend(ingester, {})
             for conversation in conversations:
                 backend.ingest(conversation)
             embedder.save()
-        gate = search_config_for(embedder).min_similarity
-        base = RECIPES[args.recipe] if args.recipe else search_config_for(embedder)
         for variant in args.variants or ["{}"]:
-            update = {"min_similarity": gate, **json.loads(variant)}
-            recipe = base.model_copy(update=update)
-            # Recall's index, made again with the variant (``Memory``'s long-term memory).
-            longterm = recaller._longterm()
-            longterm.index = CardIndex(longterm.index.store, embedder, config=recipe)
+            recipe = RECIPES[args.recipe].model_copy(update=json.loads(variant))
+            recaller = offline_memory(
+                database, data_dir, embedder, recipe=recipe, k=200, max_tokens=args.budget
+            )
+            backend = MemoryBackend(ingester, {args.budget: recaller})
             rows = [
                 _asked(backend, conversation, question, args.budget, count)
                 for conversation in conversations

@@ -5,7 +5,7 @@
 
 from retrieval.embedder import Embedder, HashingEmbedder, normalize
 from retrieval.errors import EmbedderMismatchError, EmbeddingError, RetrievalError
-from retrieval.excerpts import Excerpt, Gate, compose_excerpts, relevant_cards
+from retrieval.excerpts import Excerpt, compose_excerpts
 from retrieval.fusion import DEFAULT_RRF_K, weighted_rrf
 from retrieval.keywords import STOP_WORDS, analyze, term_frequencies
 from retrieval.onnx_minilm import OnnxEmbedder
@@ -16,10 +16,12 @@ from retrieval.recipe import (
     CUT_FAR_LINES,
     DEFAULT_SEARCH,
     HASHING_NAME,
+    LISTS_CUT_CLOSE,
     RECIPES,
     SearchConfig,
     search_config_for,
 )
+from retrieval.relevance_gate import Gate, relevant_cards
 from retrieval.search import CardDraft, CardIndex, CardQuery, ScoredCard
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
@@ -40,6 +42,7 @@ __all__ = [
     "DEFAULT_RRF_K",
     "DEFAULT_SEARCH",
     "HASHING_NAME",
+    "LISTS_CUT_CLOSE",
     "MINILM_DIMENSION",
     "MINILM_NAME",
     "RECIPES",

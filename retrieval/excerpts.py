@@ -4,9 +4,9 @@ Turn cards overlap (each holds a message and its neighbours), so the best cards 
 often share lines: sent as they are, the same line reached the prompt two or three times.
 ``compose_excerpts`` sends each line once:
 
-1. **The gate.** A card is a candidate only when its cosine similarity to the query reaches
-   the recipe's ``min_similarity`` or it holds ``min_keyword_share`` of the query's search
-   terms; when nothing passes, nothing is sent.
+1. **The gate** (``retrieval.relevance_gate``). A card is a candidate only when its cosine
+   similarity to the query reaches the recipe's ``min_similarity`` or it holds
+   ``min_keyword_share`` of the query's search terms; when nothing passes, nothing is sent.
 2. **Lines.** A turn card is taken apart into its lines (one per source message). Each line
    gets a score from the best-ranked card holding it (``SearchConfig.line_*``): the card's
    rank, where the line sits against the card's best line (the one holding most query terms),
@@ -19,11 +19,8 @@ often share lines: sent as they are, the same line reached the prompt two or thr
    line) is kept whole (``context_sentences`` 0). The memory still cites the whole message,
    so the cut must not drop the words that answer: cut to the matching sentence alone, and
    context lines to their first, more evidence fit the budget but fewer answers were said
-   (BENCHMARKS.md, "Answer in the recalled text"). A recipe may cut closer only the lines
-   after its best ``close_cut_from``, and every line of a question asking for several things
-   (``retrieval.question_shape``: "What books has Melanie read?"; ``several_close_cut_from``),
-   and leave the speakers' names out of the words a line is scored or cut for
-   (``names_cover`` false): ``CUT_FAR_LINES``, not the default.
+   (BENCHMARKS.md, "Answer in the recalled text"). A recipe may cut lists and far lines
+   closer and not count the speakers' names (``retrieval.close_cut``).
 4. **Excerpts.** Lines are taken best first, every line of a stale card (one that holds a
    value that no longer holds, ``memory.longterm.validity``) after every other, its excerpt marked
    ``[until 4 April 2025]``; a line next to one already taken joins its
@@ -46,59 +43,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from retrieval.excerpt_text import asks, bare_question, cut_line, line_terms
+from retrieval.close_cut import covered_terms, line_cutter, question_config
+from retrieval.excerpt_text import asks, bare_question, line_terms
 from retrieval.excerpt_walk import Line, Pricing, day_text, priced, render, walk, words_of
-from retrieval.keywords import is_cjk_term
-from retrieval.question_shape import asks_for_several
 from retrieval.recipe import SearchConfig
+from retrieval.relevance_gate import Gate, card_gate, card_terms, gate_threshold
 from retrieval.search import ScoredCard
 from retrieval.turns import day_label, split_turn_card
 
-__all__ = ["Excerpt", "Gate", "compose_excerpts", "pricing_excerpts", "relevant_cards"]
-
-
-class Gate(BaseModel):
-    """How a card passed the relevance gate.
-
-    Attributes:
-        similarity: The card's cosine similarity to the query.
-        min_similarity: The gate's similarity (``None``: no gate).
-        keyword_share: The share of the query's search terms the card holds.
-        min_keyword_share: The gate's keyword share.
-        vouched: Why the caller vouches for the card (it then passes), or ``""``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    similarity: float
-    min_similarity: float | None
-    keyword_share: float
-    min_keyword_share: float
-    vouched: str = ""
-
-    @property
-    def passed(self) -> bool:
-        """Whether the card may be recalled."""
-        return (
-            bool(self.vouched)
-            or self.min_similarity is None
-            or self.similarity >= self.min_similarity
-            or self.keyword_share >= self.min_keyword_share
-        )
-
-    def describe(self) -> str:
-        """Why the card passed (or not), in words: ``cosine 0.52 >= 0.30``."""
-        cosine = f"cosine {self.similarity:.2f}"
-        words = f"{self.keyword_share:.0%} of the query's words"
-        if self.vouched:
-            return self.vouched
-        if self.min_similarity is None:
-            return f"{cosine}, {words} (no gate for this embedder or language)"
-        if self.similarity >= self.min_similarity:
-            return f"{cosine} >= {self.min_similarity:.2f}, {words}"
-        if self.keyword_share >= self.min_keyword_share:
-            return f"{words} >= {self.min_keyword_share:.0%} ({cosine})"
-        return f"{cosine} < {self.min_similarity:.2f} and {words}"
+__all__ = ["Excerpt", "compose_excerpts", "pricing_excerpts"]
 
 
 class Excerpt(BaseModel):
@@ -168,9 +121,7 @@ def compose_excerpts(
             question names ("which company am I with?": the employer).
         stale_last: Send the lines of stale cards after every other (not for a question
             about the past, which asks for them).
-        question: The query as written: one asking for several things
-            (``retrieval.question_shape``) has its lines cut from the recipe's
-            ``several_close_cut_from`` on.
+        question: The query as written (``retrieval.close_cut.question_config``).
 
     Returns:
         At most ``k`` excerpts whose tokens (by ``count``) add up to at most ``max_tokens``.
@@ -213,24 +164,21 @@ def pricing_excerpts(
     """
     if k <= 0:
         return []
-    if config.several_close_cut_from is not None and asks_for_several(question):
-        # A line here and a line there: each its matching sentences alone.
-        several = {"close_cut_from": config.several_close_cut_from, "close_sentences_after": 0}
-        config = config.model_copy(update=several)
+    config = question_config(config, question)
     wanted = set(query_terms)
-    threshold = _threshold(wanted, config, min_similarity)
+    threshold = gate_threshold(wanted, config, min_similarity)
     candidates: list[tuple[ScoredCard, Gate, list[Line]]] = []
     lines: dict[tuple[str, int], Line] = {}
     for hit in hits:
         why = (vouched or {}).get(hit.card.id, "")
         if hit.card.id in first:
             why = "the current value of a property the question names"
-        gate = _gate(hit, wanted, threshold, config, vouched=why)
+        gate = card_gate(hit, wanted, threshold, config, vouched=why)
         if gate.passed:
             candidates.append((hit, gate, _lines_of(hit, lines, config)))
             if len(candidates) == config.excerpt_cards:
                 break
-    covered = wanted if config.names_cover else _without_speakers(wanted, candidates, config)
+    covered = covered_terms(wanted, (line for *_, parts in candidates for line in parts), config)
     said: dict[str, set[tuple[str, int]]] = {}
     for _, _, parts in candidates:
         for line in parts:
@@ -256,91 +204,9 @@ def pricing_excerpts(
         k=k,
         max_tokens=max_tokens,
         fill=config.fill_budget,
-        cut=_cutter(order, covered, config) if config.trim_lines else None,
+        cut=line_cutter(order, covered, config) if config.trim_lines else None,
     )
     return [_excerpt(group, candidates) for group in groups]
-
-
-def relevant_cards(
-    hits: Sequence[ScoredCard],
-    query_terms: Sequence[str],
-    config: SearchConfig,
-    *,
-    min_similarity: float | None = None,
-) -> list[ScoredCard]:
-    """The cards that pass the relevance gate (see the module's docstring), in order."""
-    wanted = set(query_terms)
-    threshold = _threshold(wanted, config, min_similarity)
-    return [hit for hit in hits if _gate(hit, wanted, threshold, config, vouched="").passed]
-
-
-def _threshold(
-    wanted: set[str], config: SearchConfig, min_similarity: float | None
-) -> float | None:
-    if any(is_cjk_term(term) for term in wanted):
-        # The gate was measured on English questions; on CJK text the similarities of both
-        # embedders (the hashing fake sees no CJK word at all) are a scale nobody measured.
-        return None
-    return config.min_similarity if min_similarity is None else min_similarity
-
-
-def _gate(
-    hit: ScoredCard,
-    wanted: set[str],
-    threshold: float | None,
-    config: SearchConfig,
-    *,
-    vouched: str,
-) -> Gate:
-    held = _card_terms(hit, config)
-    return Gate(
-        similarity=hit.similarity,
-        min_similarity=threshold,
-        keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
-        min_keyword_share=config.min_keyword_share,
-        vouched=vouched,
-    )
-
-
-def _cutter(
-    order: Sequence[Line], covered: set[str], config: SearchConfig
-) -> Callable[[Line], str | None]:
-    """What the prompt shows of a line: cut as the recipe says, and from the recipe's
-    ``close_cut_from``-th best line on, to its matching sentences alone (a line matching
-    none to its first sentence): the best lines carry the answer with the words around it,
-    the later ones cite more of the conversation."""
-    start = config.close_cut_from
-    if start is None:
-        return lambda line: cut_line(line.text, covered, config)
-    close = config.model_copy(
-        update={
-            "sentences_before": 0,
-            "sentences_after": config.close_sentences_after,
-            "context_sentences": 1,
-        }
-    )
-    position = {line.key: index for index, line in enumerate(order)}
-    return lambda line: cut_line(
-        line.text, covered, close if position[line.key] >= start else config
-    )
-
-
-def _without_speakers(
-    wanted: set[str],
-    candidates: Sequence[tuple[ScoredCard, Gate, list[Line]]],
-    config: SearchConfig,
-) -> set[str]:
-    """The query's terms less the names of the candidates' speakers (``Melanie: ...``), or
-    all of them when nothing else is left: every line of a two-person conversation holds one
-    of the names, as its speaker or as whom it addresses ("Yeah, John!"), so a name matched
-    tells nothing about the line (the speaker weight, ``line_speaker``, reads it instead)."""
-    names: set[str] = set()
-    for _, _, parts in candidates:
-        for line in parts:
-            speaker, colon, _ = line.text.partition(": ")
-            if line.turn and colon:
-                names |= line_terms(speaker, config)
-    return (wanted - names) or wanted
 
 
 def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:
@@ -371,7 +237,7 @@ def _lines_of(
             text = f"[{until}] {text}"
         key = ("card", card.id)
         if key not in known:
-            terms = _card_terms(hit, config)
+            terms = card_terms(hit, config)
             sources = tuple(card.source_message_ids)
             known[key] = Line(
                 key,
@@ -450,9 +316,3 @@ def _excerpt(
         ),
         line_score=max(line.score for line in lines),
     )
-
-
-def _card_terms(hit: ScoredCard, config: SearchConfig) -> frozenset[str]:
-    """A card's search terms: as stored, when the search read them (the same analysis of the
-    same text, made when the card was stored), else analysed now."""
-    return hit.terms if hit.terms is not None else line_terms(hit.card.text, config)

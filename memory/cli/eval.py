@@ -36,7 +36,7 @@ from memory.cli.eval_locomo import (
 from memory.cli.eval_updates import register_updates
 from memory.eval.equal_budgets import BUDGETS
 from memory.eval.locomo import Conversation, LocomoFormatError, load_locomo
-from retrieval import Embedder, OnnxEmbedder
+from retrieval import DEFAULT_SEARCH, RECIPES, Embedder, OnnxEmbedder
 
 __all__ = [
     "EvalReport",
@@ -83,6 +83,13 @@ def register_eval(subcommands: Subcommands) -> None:
         type=Path,
         help="keep MiniLM's vectors in this file across runs (e.g. under /tmp)",
     )
+    locomo.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        default=DEFAULT_SEARCH.name,
+        help="the search recipe recall and search use, one of retrieval.RECIPES "
+        f"(default: {DEFAULT_SEARCH.name})",
+    )
     locomo.add_argument("--limit", type=whole_number(1), help="only the first N conversations")
     locomo.add_argument("--json", type=Path, dest="json_out", help="also write the numbers here")
     locomo.add_argument(
@@ -115,7 +122,9 @@ def _run_locomo(args: argparse.Namespace, out: Console) -> int:
     used = cache or embedder
     try:
         with (
-            open_backend(args.data_dir, used, args.budgets, args.k) as backend,
+            open_backend(
+                args.data_dir, used, args.budgets, args.k, RECIPES[args.recipe]
+            ) as backend,
             _progress(out) as progress,
         ):
             report = evaluate(
@@ -137,8 +146,10 @@ def _run_locomo(args: argparse.Namespace, out: Console) -> int:
         f"evidence ids skipped: {report.malformed} malformed, {report.missing} pointing at no turn",
         highlight=False,
     )
+    out.print(f"search recipe: {args.recipe}", highlight=False)
     if args.json_out is not None:
-        args.json_out.write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+        numbers = {"recipe": args.recipe, **report.as_json()}
+        args.json_out.write_text(json.dumps(numbers, indent=2) + "\n", encoding="utf-8")
     return EXIT_OK
 
 

@@ -39,9 +39,9 @@ from memory.eval.equal_budgets import (
     turn_results,
 )
 from memory.eval.locomo import Conversation, Recalled, Session
+from memory.eval.offline import offline_memory
 from memory.facade import Memory
-from memory.settings import Settings
-from retrieval import Embedder, day_label
+from retrieval import DEFAULT_SEARCH, Embedder, SearchConfig, day_label
 from retrieval.turns import captioned
 from storage import Card, Database
 
@@ -219,12 +219,17 @@ def _dated(card: Card) -> str:
 
 @contextmanager
 def open_backend(
-    data_dir: Path | None, embedder: Embedder, budgets: Sequence[int], k: int
+    data_dir: Path | None,
+    embedder: Embedder,
+    budgets: Sequence[int],
+    k: int,
+    recipe: SearchConfig = DEFAULT_SEARCH,
 ) -> Iterator[MemoryBackend]:
     """A backend on the embedded database in ``data_dir``, or in a temporary folder.
 
-    Offline whatever the environment says: no chat model, the background worker mode (run
-    until idle after each conversation) and no debounce.
+    Offline whatever the environment says (``memory.eval.offline``): no chat model, the
+    background worker mode (run until idle after each conversation) and no debounce. Recall
+    and search use ``recipe``.
     """
     with ExitStack() as stack:
         if data_dir is None:
@@ -232,14 +237,7 @@ def open_backend(
         database = stack.enter_context(Database.open(None, data_dir=data_dir))
 
         def memory(**cards: Any) -> Memory:
-            settings = Settings(
-                data_dir=data_dir,
-                llm_base_url=None,
-                llm_api_key=None,
-                summary={"mode": "background", "debounce_seconds": 0},
-                cards=cards,
-            )
-            return Memory(database, settings, embedder=embedder)
+            return offline_memory(database, data_dir, embedder, recipe=recipe, **cards)
 
         recallers: dict[int | str, Memory] = {
             budget: memory(k=_UNBOUNDED_K, max_tokens=budget) for budget in budgets

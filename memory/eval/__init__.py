@@ -1,3 +1,4 @@
-"""Evaluation, pure (no database, no model, no console): LoCoMo (``locomo``), recall at equal
-token budgets (``equal_budgets``) and knowledge updates (``knowledge_updates``). The commands
-that run them are ``stratamem eval`` (``memory.cli``)."""
+"""Evaluation: LoCoMo (``locomo``), recall at equal token budgets (``equal_budgets``),
+answer in text (``answers``) and knowledge updates (``knowledge_updates``), pure (no
+database, no model, no console); and the offline ``Memory`` the runs build (``offline``). The
+commands that run them are ``stratamem eval`` (``memory.cli``)."""

@@ -13,6 +13,7 @@ import pytest
 from retrieval import (
     CUT_FAR_LINES,
     DEFAULT_SEARCH,
+    LISTS_CUT_CLOSE,
     RECIPES,
     ScoredCard,
     SearchConfig,
@@ -195,7 +196,7 @@ def test_no_memory_is_asked_for(k: int) -> None:
 
 def test_the_recipe_is_frozen_and_named() -> None:
     assert isinstance(DEFAULT_SEARCH, SearchConfig)
-    assert {DEFAULT_SEARCH.name, CUT_FAR_LINES.name} <= set(RECIPES)
+    assert {DEFAULT_SEARCH.name, CUT_FAR_LINES.name, LISTS_CUT_CLOSE.name} <= set(RECIPES)
     assert "conv-26" in DEFAULT_SEARCH.tuned_on
     with pytest.raises(ValueError):
         DEFAULT_SEARCH.model_copy(update={}).__setattr__("rrf_k", 5)
@@ -393,3 +394,17 @@ def test_a_question_asking_for_several_things_has_every_line_cut_close() -> None
     assert several == [f"[8 May 2023] User: I read the book number {i}. …" for i in (1, 2)]
     one = compose([hit(c) for c in cards], "book", config=config, question="What book is it?")
     assert all(FAR in text for text in one)
+
+
+def test_lists_cut_close_cuts_a_list_questions_lines_alone() -> None:
+    cards = [
+        turn_card(i, [(10 * i, f"User: I read the book number {i}. {FAR}")]) for i in range(1, 12)
+    ]
+    config = LISTS_CUT_CLOSE.model_copy(update={"min_similarity": 0.3})
+    hits = [hit(c) for c in cards]
+    several = compose(hits, "book", k=20, config=config, question="What books has she read?")
+    assert several[0] == "[8 May 2023] User: I read the book number 1. …"
+    assert all(text.endswith("…") for text in several)
+    # Any other question: every line as the default cuts it, far ones too (not from line 8).
+    one = compose(hits, "book", k=20, config=config, question="What book is it?")
+    assert len(one) > 8 and all(FAR in text for text in one)

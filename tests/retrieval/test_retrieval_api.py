@@ -23,6 +23,7 @@ def test_public_names() -> None:
         "Gate",
         "HASHING_NAME",
         "HashingEmbedder",
+        "LISTS_CUT_CLOSE",
         "MINILM_DIMENSION",
         "MINILM_NAME",
         "OnnxEmbedder",

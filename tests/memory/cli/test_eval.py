@@ -33,7 +33,15 @@ from memory.eval.locomo import (
     score_question,
     summarize,
 )
-from retrieval import MINILM_NAME, HashingEmbedder
+from memory.eval.offline import offline_memory
+from retrieval import (
+    DEFAULT_SEARCH,
+    LISTS_CUT_CLOSE,
+    MINILM_NAME,
+    HashingEmbedder,
+    SearchConfig,
+    search_config_for,
+)
 from storage import CardFilter, Database
 
 
@@ -195,6 +203,22 @@ def test_turn_cards_through_the_public_api_hold_each_turn_with_its_neighbours(
     assert "D1:1" in cards[0].sources
 
 
+def test_an_offline_memory_recalls_with_the_recipe_asked_and_the_embedders_gate(
+    database: Database, tmp_path: Path
+) -> None:
+    embedder = HashingEmbedder(name=MINILM_NAME)
+    default = offline_memory(database, tmp_path, embedder, k=3)
+    listing = offline_memory(database, tmp_path, embedder, recipe=LISTS_CUT_CLOSE, k=3)
+
+    gate = search_config_for(embedder).min_similarity
+    assert default._longterm().index.config == search_config_for(embedder)
+    config = listing._longterm().index.config
+    assert config == LISTS_CUT_CLOSE.model_copy(update={"min_similarity": gate})
+    assert (config.names_cover, config.several_close_cut_from) == (False, 0)
+    # Offline whatever the environment says: no chat model.
+    assert listing.settings.llm_base_url is None and listing.settings.cards.k == 3
+
+
 @pytest.mark.parametrize("content", ["{not json", '{"qa": []}', '[{"qa": []}]'])
 def test_files_that_are_not_locomo_are_a_format_error(tmp_path: Path, content: str) -> None:
     path = tmp_path / "bad.json"
@@ -336,6 +360,8 @@ def test_eval_locomo_reports_recall_at_token_budgets_beside_turn_baselines(
     table = [line.split() for line in out.splitlines() if line.strip()]
     assert ["stratamem", "40"] in [row[:2] for row in table]
     assert "evidence ids skipped: 2 malformed, 2 pointing at no turn" in out
+    assert report["recipe"] == DEFAULT_SEARCH.name
+    assert f"search recipe: {DEFAULT_SEARCH.name}" in out
     # The vectors are kept for the next run.
     assert cache.stat().st_size > 0
 
@@ -359,6 +385,41 @@ def test_a_bad_k_is_a_usage_error(
         main(["eval", "locomo", "--data", str(locomo_file), "--k", value])
     assert caught.value.code == 2
     assert "argument --k" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("hashing_embedder")
+def test_the_recipe_named_is_the_one_recall_uses(
+    locomo_file: Path,
+    fresh_data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The run itself is the test above's; here only which recipe reaches the backend.
+    used: list[SearchConfig] = []
+    real = eval_cli.open_backend
+
+    def recording(*args: Any) -> Any:
+        used.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(eval_cli, "open_backend", recording)
+    out_json = tmp_path / "numbers.json"
+    args = ["eval", "locomo", "--data", str(locomo_file), "--limit", "1", "--budgets", "40"]
+    options = ["--recipe", LISTS_CUT_CLOSE.name, "--json", str(out_json)]
+    assert main([*args, "--data-dir", str(fresh_data_dir), *options]) == 0
+    assert used == [LISTS_CUT_CLOSE]
+    assert json.loads(out_json.read_text(encoding="utf-8"))["recipe"] == LISTS_CUT_CLOSE.name
+    assert f"search recipe: {LISTS_CUT_CLOSE.name}" in capsys.readouterr().out
+
+
+def test_an_unknown_recipe_is_a_usage_error(
+    locomo_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["eval", "locomo", "--data", str(locomo_file), "--recipe", "nope"])
+    assert caught.value.code == 2
+    assert "argument --recipe" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", ["0", "ten", ","])
