@@ -16,6 +16,7 @@ same budgets (``memory.eval.equal_budgets``).
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any
 
 from rich.progress import Progress
 
-from memory.context.parts import MEMORIES_HEADER, quote_memory
+from memory.context.parts import MEMORIES_HEADER
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.eval.equal_budgets import (
     BudgetRow,
@@ -41,6 +42,7 @@ from memory.eval.equal_budgets import (
 from memory.eval.locomo import Conversation, Recalled, Session
 from memory.eval.offline import offline_memory
 from memory.facade import Memory
+from memory.longterm.recalled_memories import memory_tokens as prompt_tokens
 from retrieval import DEFAULT_SEARCH, Embedder, SearchConfig, day_label
 from retrieval.turns import captioned
 from storage import Card, Database
@@ -283,8 +285,8 @@ class EvalReport:
 
 
 def memory_tokens(counter: TiktokenCounter) -> Callable[[str], int]:
-    """The tokens a memory takes in the prompt: its line ``- "..."``, as recall counts it."""
-    return lambda text: counter.count_text(f"- {quote_memory(text)}\n")
+    """The tokens a memory takes in the prompt, as recall counts them (``memory_tokens``)."""
+    return functools.partial(prompt_tokens, counter)
 
 
 def evaluate(
