@@ -110,6 +110,16 @@ def load(database: Database, user_id: str, count: int) -> None:
             ),
             {"u": user_id, "v": VOCABULARY, "t": TERMS_PER_CARD},
         )
+        # The keyword search reads each term's document frequency here (migration 15), which
+        # storage keeps on every write of card_terms: the inserts above are not storage's.
+        session.execute(
+            text(
+                "INSERT INTO card_term_counts (user_id, term, cards) "
+                "SELECT :u, term, count(*) FROM card_terms WHERE user_id = :u GROUP BY term "
+                "ON CONFLICT (user_id, term) DO UPDATE SET cards = excluded.cards"
+            ),
+            {"u": user_id},
+        )
         session.execute(
             text(
                 "INSERT INTO card_stats (user_id, cards, keyword_length) VALUES (:u, :n, :l) "
@@ -286,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         total = connection.execute(text("SELECT count(*) FROM cards")).scalar_one()
         connection.execute(text("ANALYZE cards"))
         connection.execute(text("ANALYZE card_terms"))
+        connection.execute(text("ANALYZE card_term_counts"))
         connection.commit()
     print(f"{total} cards in the table (loaded in {time.perf_counter() - started:.0f}s)")
     with database.reading() as connection:
