@@ -39,10 +39,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_ONNX_THREADS: int | None = None
 
 #: Whether ONNX Runtime's intra-op threads spin (busy-wait) between operators rather than
-#: sleep. Off: a query is a few small operators, and spinning threads take the cores the
-#: database, the request's other threads and a worker need (a short query, alternating call
-#: by call, load 3-10: 16 against 21 ms p50 alone, 8 against 33 ms beside a worker
-#: embedding a batch: BENCHMARKS.md, "Where a quiet prepare waits").
+#: sleep. Off: alone on a quiet machine a short query takes 4.9 ms instead of 4.5, but 8 ms of
+#: CPU instead of 20 (spinning threads keep a core busy for milliseconds after the call),
+#: which a request's statements, its other threads and a worker need: ``prepare`` with recall
+#: 24.0 against 27.1 ms p50 quiet, 73 against 101 ms beside a worker at load 15
+#: (BENCHMARKS.md, "Where a quiet prepare waits").
 DEFAULT_ONNX_SPINNING = False
 
 # One session per model, cache folder and thread settings per process: finding the file hashes

@@ -379,9 +379,9 @@ def _lower_this_threads_priority(niceness: int) -> None:
 
     Why: a worker archiving cards embeds batches on the cores that requests need for their
     query's embedding and the database; a request's query embedding beside a worker at the
-    same priority took 2-4x as long (BENCHMARKS.md, "Where a quiet prepare waits"). A lower
-    priority only gives the CPU away while a request wants it; an idle machine still runs the
-    worker at full speed. Where the system has no per-thread priority, nothing changes.
+    same priority took about twice as long (BENCHMARKS.md, "Where a quiet prepare waits").
+    A lower priority only gives the CPU away while a request wants it; an idle machine still
+    runs the worker at full speed. Where the system has no per-thread priority, nothing changes.
     """
     if niceness <= 0 or not hasattr(os, "setpriority"):
         return
