@@ -1,7 +1,7 @@
 """Latency of ``Memory.prepare`` with recall as a session grows, beside LangChain and mem0.
 
     python -m benchmarks.prepare [--turns 50] [--sizes 100,1000,10000] [--cards 10000]
-                                 [--data-dir DIR] [--mem0-venv DIR | --no-mem0]
+                                 [--data-dir DIR] [--mem0-venv DIR | --no-mem0] [--no-worker]
 
 One user with at least ``--cards`` cards (long-term memory on, the user's defaults: MiniLM on
 ONNX Runtime, k = 4) and three sessions of 100, 1,000 and 10,000 stored messages. The cards
@@ -13,7 +13,9 @@ memory off (not embedded again), their folded part marked archived. Each timed t
 the context assembled; no LLM) followed by ``record`` of the assistant's reply, on the embedded
 Postgres; as in production, a worker process (``stratamem worker``) consolidates the summary
 and archives what the turns fold as cards (offline) while they run, so each session is in its
-steady state; it shares the machine's two cores.
+steady state; it shares the machine's two cores (at ``jobs.worker_niceness``, as a worker runs
+by default). ``--no-worker`` leaves it out: the turns' folds and cards wait in the queue, and
+``prepare`` has the machine to itself.
 
 Beside it, in the same process on the same Postgres and the same history
 (``benchmarks/prepare_peers.py``): LangChain's turn with memory (``PostgresChatMessageHistory``
@@ -193,6 +195,9 @@ def main() -> None:
     parser.add_argument("--mem0-venv", type=Path, default=Path("/tmp/stratamem-mem0"))
     parser.add_argument("--no-mem0", action="store_true", help="leave mem0 out")
     parser.add_argument(
+        "--no-worker", action="store_true", help="no worker process beside the timed turns"
+    )
+    parser.add_argument(
         "--torch-too",
         action="store_true",
         help="also time prepare with MiniLM on torch, turn by turn with the default's",
@@ -223,25 +228,28 @@ def main() -> None:
                 f" messages, in {time.perf_counter() - started:.0f} s; {machine_state()}",
                 flush=True,
             )
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "memory.cli", "worker"],
-                stdout=subprocess.DEVNULL,
-                env={
-                    **os.environ,
-                    "STRATAMEM_DATABASE_URL": mem.database_url,
-                    **{
-                        f"STRATAMEM_{name.upper()}": env_value(value)
-                        for name, value in settings.items()
+            worker = None
+            if not args.no_worker:
+                worker = subprocess.Popen(
+                    [sys.executable, "-m", "memory.cli", "worker"],
+                    stdout=subprocess.DEVNULL,
+                    env={
+                        **os.environ,
+                        "STRATAMEM_DATABASE_URL": mem.database_url,
+                        **{
+                            f"STRATAMEM_{name.upper()}": env_value(value)
+                            for name, value in settings.items()
+                        },
                     },
-                },
-            )
+                )
             try:
                 with psycopg.connect(libpq_url(mem.database_url)) as conn:
                     rows = run(mem, conn, sessions, cards, args)
             finally:
-                # Before the database stops, so the worker does not report it gone.
-                worker.terminate()
-                worker.wait()
+                if worker is not None:
+                    # Before the database stops, so the worker does not report it gone.
+                    worker.terminate()
+                    worker.wait()
             peer = Mem0(args.mem0_venv)
             found: dict[int, dict[str, float]] = {}
             if args.no_mem0:
@@ -281,7 +289,8 @@ def run(
     langchain.measure(USER, SYSTEM, scripted_history(100), [turn_messages(t) for t in range(20)])
     print(
         f"prepare with recall, {args.turns} turns each, window {args.context_window}, "
-        f"{cards} cards for the user; {machine_state()} at the start",
+        f"{cards} cards for the user, {'no worker' if args.no_worker else 'a worker beside'}; "
+        f"{machine_state()} at the start",
         flush=True,
     )
     steal = CpuSteal()

@@ -7,7 +7,8 @@ query at a time (p50/p95 ms), a batch of 64 turn-sized texts (s per batch), and 
 largest Euclidean distance to torch's vectors over English, Chinese and past-the-window texts.
 Runtimes: torch through the model's modules (``SentenceTransformerEmbedder``), the same through
 ``SentenceTransformer.encode``, the exported ONNX file (``OnnxEmbedder``) with ONNX Runtime's
-own thread count and with 1 and 2 threads, and the file quantized to int8 by ONNX Runtime's
+own thread count (sleeping between operators, the default), spinning, and with 1 and 2
+threads, and the file quantized to int8 by ONNX Runtime's
 dynamic quantization (made in a temporary folder; not used by the library).
 """
 
@@ -85,6 +86,7 @@ def main() -> None:
                 list(texts), normalize_embeddings=True
             ).tolist(),
             "onnx (own threads)": OnnxEmbedder().embed,
+            "onnx spinning": OnnxEmbedder(spinning=True).embed,
             "onnx 1 thread": OnnxEmbedder(threads=1).embed,
             "onnx 2 threads": OnnxEmbedder(threads=2).embed,
             "onnx int8": Int8(Path(folder)).embed,

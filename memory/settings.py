@@ -141,6 +141,9 @@ class JobSettings(BaseModel):
             time (a day: its row only says that it ran).
         failed_retention_seconds: a job that failed for good this long ago is deleted likewise
             (30 days: its last error says what went wrong, for whoever looks).
+        worker_niceness: the niceness a background worker's thread runs at (Linux: 0 to 19;
+            10: a worker embedding cards gives the cores to requests while they want them,
+            and runs at full speed otherwise; 0 leaves its priority as it is).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -151,6 +154,7 @@ class JobSettings(BaseModel):
 
     done_retention_seconds: float = Field(default=86_400.0, ge=0)
     failed_retention_seconds: float = Field(default=30 * 86_400.0, ge=0)
+    worker_niceness: int = Field(default=10, ge=0, le=19)
 
 
 class ReportSettings(BaseModel):

@@ -31,24 +31,41 @@ from retrieval.sentence_transformer import (
     packaged_model_path,
 )
 
-__all__ = ["DEFAULT_ONNX_THREADS", "OnnxEmbedder", "OnnxSession"]
+__all__ = ["DEFAULT_ONNX_SPINNING", "DEFAULT_ONNX_THREADS", "OnnxEmbedder", "OnnxSession"]
 
 logger = logging.getLogger(__name__)
 
 #: ONNX Runtime's intra-op threads; ``None`` leaves its own choice (one per physical core).
 DEFAULT_ONNX_THREADS: int | None = None
 
-# One session per model, cache folder and thread count per process: finding the file hashes the
-# model's 90 MB, and a session holds the graph's weights.
-_sessions: dict[tuple[str, str, int | None], OnnxSession] = {}
+#: Whether ONNX Runtime's intra-op threads spin (busy-wait) between operators rather than
+#: sleep. Off: alone on a quiet machine a short query takes 4.9 ms instead of 4.5, but 8 ms of
+#: CPU instead of 20 (spinning threads keep a core busy for milliseconds after the call),
+#: which a request's statements, its other threads and a worker need: ``prepare`` with recall
+#: 24.0 against 27.1 ms p50 quiet, 73 against 101 ms beside a worker at load 15
+#: (BENCHMARKS.md, "Where a quiet prepare waits").
+DEFAULT_ONNX_SPINNING = False
+
+# One session per model, cache folder and thread settings per process: finding the file hashes
+# the model's 90 MB, and a session holds the graph's weights.
+_sessions: dict[tuple[str, str, int | None, bool], OnnxSession] = {}
 _sessions_lock = threading.Lock()
 
 
 class OnnxSession:
     """An exported MiniLM file and its model's tokenizer, ready to embed."""
 
-    def __init__(self, onnx_file: Path, model: Path, *, threads: int | None) -> None:
-        """Load the graph into ONNX Runtime (CPU) and the tokenizer from ``model``.
+    def __init__(
+        self,
+        onnx_file: Path,
+        model: Path,
+        *,
+        threads: int | None,
+        spinning: bool = DEFAULT_ONNX_SPINNING,
+    ) -> None:
+        """Load the graph into ONNX Runtime (CPU) and the tokenizer from ``model``, with
+        ``threads`` intra-op threads (None: its own choice) that spin or sleep between
+        operators (``spinning``).
 
         Raises:
             Whatever ONNX Runtime and ``tokenizers`` raise for a file they cannot read (the
@@ -73,6 +90,9 @@ class OnnxSession:
         options.inter_op_num_threads = 1
         if threads is not None:
             options.intra_op_num_threads = threads
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if spinning else "0"
+        )
         self._session = onnxruntime.InferenceSession(
             str(onnx_file), options, providers=["CPUExecutionProvider"]
         )
@@ -111,6 +131,7 @@ class OnnxEmbedder:
         *,
         cache_dir: Path | None = None,
         threads: int | None = DEFAULT_ONNX_THREADS,
+        spinning: bool = DEFAULT_ONNX_SPINNING,
         batch_size: int = 64,
         name: str = MINILM_NAME,
         dimension: int = MINILM_DIMENSION,
@@ -121,6 +142,7 @@ class OnnxEmbedder:
             path: The sentence-transformers model folder; the packaged MiniLM when None.
             cache_dir: Where the exported file is kept; the user's cache folder when None.
             threads: ONNX Runtime's intra-op threads (``DEFAULT_ONNX_THREADS``).
+            spinning: Whether those threads spin between operators (``DEFAULT_ONNX_SPINNING``).
             batch_size: Texts per forward pass.
             name: The name recorded with the vectors (the same as torch's: same vectors).
             dimension: The model's output dimension.
@@ -133,6 +155,7 @@ class OnnxEmbedder:
         self._path = path
         self._cache_dir = cache_dir
         self._threads = threads
+        self._spinning = spinning
         self._batch_size = batch_size
         self._name = name
         self._dimension = dimension
@@ -185,7 +208,7 @@ class OnnxEmbedder:
             if self._session is None and self._reference is None:
                 model = self._path if self._path is not None else packaged_model_path()
                 try:
-                    self._session = _session(model, self._cache_dir, self._threads)
+                    self._session = _session(model, self._cache_dir, self._threads, self._spinning)
                 # A documented degradation point: whatever stops the export or the runtime
                 # (a torch without the exporter, a full disk, a runtime that rejects the
                 # file), the reference embeds the same vectors, only slower.
@@ -201,13 +224,17 @@ class OnnxEmbedder:
             return self._session
 
 
-def _session(model: Path, cache_dir: Path | None, threads: int | None) -> OnnxSession:
+def _session(
+    model: Path, cache_dir: Path | None, threads: int | None, spinning: bool
+) -> OnnxSession:
     """The process's session of ``model``'s ONNX file, exported first if needed."""
     folder = cache_dir or default_cache_dir()
-    key = (str(model), str(folder), threads)
+    key = (str(model), str(folder), threads, spinning)
     with _sessions_lock:
         session = _sessions.get(key)
         if session is None:
             onnx_file = ensure_onnx_model(model, folder)
-            session = _sessions[key] = OnnxSession(onnx_file, model, threads=threads)
+            session = _sessions[key] = OnnxSession(
+                onnx_file, model, threads=threads, spinning=spinning
+            )
         return session

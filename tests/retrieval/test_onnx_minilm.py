@@ -108,3 +108,21 @@ def test_the_file_is_rebuilt_only_when_the_models_files_change(tmp_path: Path) -
 
     assert same == model_key(packaged)  # where the model is installed does not matter
     assert changed != same
+
+
+@pytest.mark.slow
+def test_the_runtimes_threads_sleep_between_operators_unless_asked_to_spin(
+    onnx: OnnxEmbedder,
+) -> None:
+    spinning = OnnxEmbedder(spinning=True)
+    vectors = onnx.embed(TEXTS[:2])
+
+    assert spinning.embed(TEXTS[:2]) == vectors  # the same graph: the same floats
+    allowed = [
+        embedder._session._session.get_session_options().get_session_config_entry(
+            "session.intra_op.allow_spinning"
+        )
+        for embedder in (onnx, spinning)
+        if embedder._session is not None
+    ]
+    assert allowed == ["0", "1"]

@@ -9,6 +9,7 @@ every write of another process, and a forgotten card must never come back from t
 """
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,13 @@ import numpy as np
 import pytest
 from card_samples import MODEL, new_card, unit_vector
 from child_process import Spawn
+from databases import crash_embedded
 
 from retrieval.postings import HeldPostings
 from retrieval.ranking import CardRanking
-from storage import EMBEDDING_DIM, CardStore, Database
+from storage import EMBEDDING_DIM, CardStore, Database, DatabaseUnavailableError
 from storage.cards.store import Candidates, CardMatch
+from storage.engine import stop_embedded
 from storage.erasure import erase
 
 WRITER = Path(__file__).with_name("card_writer_child.py")
@@ -231,3 +234,58 @@ def test_a_revived_card_is_counted_once_and_stale_rows_are_compacted() -> None:
     compacted = revived.updated(six, 4, np.empty(0, np.int64), {})
     assert ranked(compacted, six) == [(i, s) for i, s in everything if i > 4]
     assert compacted.nbytes == 24 * (6 + 3)
+
+
+@pytest.fixture
+def embedded(fresh_data_dir: Path) -> Iterator[tuple[Database, Database, Path]]:
+    """A database on an embedded server of the test's own, which the test may take down:
+    reached by URL (as a server elsewhere is: its next use fails rather than start it), and
+    a handle on the data folder, whose next use starts it again; and the data folder."""
+    holder = Database.open(None, data_dir=fresh_data_dir)
+    assert holder.data_folder is not None
+    database = Database.open(holder.url)
+    yield database, holder, holder.data_folder
+    database.close()
+    holder.close()
+
+
+@pytest.mark.parametrize("how", ["stop", "immediate", "kill"])
+@pytest.mark.slow
+def test_a_restart_while_the_postings_are_held_fails_the_search_and_the_next_ranks_right(
+    embedded: tuple[Database, Database, Path],
+    how: str,
+    user_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    database, holder, folder = embedded
+    store = CardStore(database, model=MODEL, dimension=EMBEDDING_DIM)
+    ranking = CardRanking(store)
+    ids = many_cards(store, user_id, 300)
+    spy = Spy(store, monkeypatch)
+    ranking.candidates(user_id, QUERY, ["turn"], limit=10)  # loads vectors and postings
+    assert_same_as_the_statement(ranking, user_id, spy)
+    assert ranking.vectors is not None
+    held = ranking.vectors.get(user_id)
+    assert held is not None and held.postings is not None
+
+    if how == "stop":
+        stop_embedded(folder)
+    else:
+        crash_embedded(folder, how)
+    # The statement cannot run: the search fails as the database's outage, not with a
+    # ranking of the held cards alone (the version they are at is unknown until it answers).
+    with pytest.raises(DatabaseUnavailableError):
+        ranking.candidates(user_id, QUERY, ["word39"], limit=5)
+
+    # The handle on the folder starts the server again: every card is there, and another
+    # process writes one before this process searches again.
+    elsewhere = CardStore(holder, model=MODEL, dimension=EMBEDDING_DIM)
+    assert elsewhere.count(user_id) == len(ids)
+    [added] = elsewhere.add(user_id, [new_card("word39 word39 word39 said after the restart")])
+    spy.postings_held.clear()
+    found = ranking.candidates(user_id, QUERY, ["word39"], limit=5)
+
+    assert spy.postings_held == [True]  # the held postings, brought to the new version
+    assert found.keyword[0].card_id == added.id
+    assert found.cards == len(ids) + 1
+    assert_same_as_the_statement(ranking, user_id, spy)
