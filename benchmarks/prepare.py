@@ -13,9 +13,9 @@ memory off (not embedded again), their folded part marked archived. Each timed t
 the context assembled; no LLM) followed by ``record`` of the assistant's reply, on the embedded
 Postgres; as in production, a worker process (``stratamem worker``) consolidates the summary
 and archives what the turns fold as cards (offline) while they run, so each session is in its
-steady state; it shares the machine's two cores (at ``jobs.worker_niceness``, as a worker runs
-by default). ``--no-worker`` leaves it out: the turns' folds and cards wait in the queue, and
-``prepare`` has the machine to itself.
+steady state; it shares the machine's two cores (at ``jobs.worker_niceness``, as
+``stratamem worker`` runs by default). ``--no-worker`` leaves it out: the turns' folds and cards
+wait in the queue, and ``prepare`` has the machine to itself.
 
 Beside it, in the same process on the same Postgres and the same history
 (``benchmarks/prepare_peers.py``): LangChain's turn with memory (``PostgresChatMessageHistory``

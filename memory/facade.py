@@ -540,7 +540,6 @@ class Memory:
             self._parts.jobs,
             self._parts.consolidations.job_handlers(run),
             on_idle=self._idle_task(),
-            niceness=self.settings.jobs.worker_niceness,
         )
         if until_idle:
             worker.run(stop or threading.Event(), until_idle=True)

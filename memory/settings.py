@@ -141,9 +141,10 @@ class JobSettings(BaseModel):
             time (a day: its row only says that it ran).
         failed_retention_seconds: a job that failed for good this long ago is deleted likewise
             (30 days: its last error says what went wrong, for whoever looks).
-        worker_niceness: the niceness a background worker's thread runs at (Linux: 0 to 19;
-            10: a worker embedding cards gives the cores to requests while they want them,
-            and runs at full speed otherwise; 0 leaves its priority as it is).
+        worker_niceness: the niceness the ``stratamem worker`` process runs at (0 to 19; 10:
+            its card embedding gives the cores to requests while they want them, and runs at
+            full speed otherwise; 0 leaves its priority as it is). A worker run in a process
+            that serves requests (the proxy, ``stratamem chat``) keeps the process's priority.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -16,7 +16,7 @@ from memory.cli.base import (
     log_warnings_to_stderr,
 )
 from memory.facade import Memory
-from memory.jobs.worker import SHUTDOWN_GRACE_SECONDS
+from memory.jobs.worker import SHUTDOWN_GRACE_SECONDS, lower_process_priority
 from storage import DatabaseUnavailableError
 
 __all__ = ["register_worker"]
@@ -53,6 +53,8 @@ def _run_worker(args: argparse.Namespace, out: Console) -> int:
     }
     try:
         with Memory.open() as mem:
+            # After the open: an embedded server this process starts keeps its priority.
+            lower_process_priority(mem.settings.jobs.worker_niceness)
             if args.until_idle:
                 run = mem.run_worker(until_idle=True, stop=stop)
             else:

@@ -165,10 +165,8 @@ class Worker:
         on_idle: IdleTask | None = None,
         idle_task_seconds: float = IDLE_TASK_SECONDS,
         shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS,
-        niceness: int = 0,
     ) -> None:
         self._handlers = dict(handlers)
-        self._niceness = niceness
         self._on_idle = on_idle
         self._idle_task_seconds = idle_task_seconds
         self._idle_task_ran: float | None = None
@@ -236,10 +234,8 @@ class Worker:
         """Run jobs until ``stop`` is set, or, with ``until_idle``, until none is pending.
 
         A job already running when ``stop`` is set is finished (and its outcome stored) first.
-        Without ``until_idle`` the calling thread (the worker's own) runs at the worker's
-        ``niceness`` from then on. With ``until_idle`` (the caller's thread, left at its
-        priority) a job that failed is not waited for again: the call returns once nothing
-        else is due, and the job stays queued for its retry.
+        With ``until_idle`` a job that failed is not waited for again: the call returns once
+        nothing else is due, and the job stays queued for its retry.
 
         Raises:
             storage.DatabaseUnavailableError: with ``until_idle`` only, the database could not
@@ -247,8 +243,6 @@ class Worker:
         """
         failures_before = self.failures
         self._stop = stop
-        if not until_idle:
-            _lower_this_threads_priority(self._niceness)
         while not stop.is_set():
             try:
                 if self.run_once() or self._run_idle_task():
@@ -373,21 +367,29 @@ class Worker:
             self._outage_tries = 0
 
 
-def _lower_this_threads_priority(niceness: int) -> None:
-    """Run the calling thread at ``niceness`` at least (Linux: niceness is per thread, and
-    threads it starts later, such as ONNX Runtime's when it embeds first, inherit it).
+def lower_process_priority(niceness: int) -> None:
+    """Run every thread of this process, and the threads they start, at ``niceness`` at least.
 
-    Why: a worker archiving cards embeds batches on the cores that requests need for their
-    query's embedding and the database; a request's query embedding beside a worker at the
-    same priority took about twice as long (BENCHMARKS.md, "Where a quiet prepare waits").
-    A lower priority only gives the CPU away while a request wants it; an idle machine still
-    runs the worker at full speed. Where the system has no per-thread priority, nothing changes.
+    For a process that only works jobs (``stratamem worker``): its card embedding then gives
+    the cores to requests while they want them, and runs at full speed otherwise
+    (BENCHMARKS.md, "Where a quiet prepare waits"). Linux keeps a niceness per thread, so each
+    thread is lowered (``/proc/self/task``); elsewhere the calling thread's call covers the
+    process. Not for a worker thread inside a process that serves requests: a lowered thread
+    holding Python's GIL would hold up the requests' threads. Where lowering is refused, a
+    warning is logged and the process runs as it is.
     """
     if niceness <= 0 or not hasattr(os, "setpriority"):
         return
-    thread = threading.get_native_id()
     try:
-        if os.getpriority(os.PRIO_PROCESS, thread) < niceness:
-            os.setpriority(os.PRIO_PROCESS, thread, niceness)
-    except OSError:  # not permitted here (a sandbox): the worker runs at its priority
-        logger.warning("the worker could not lower its priority to niceness %d", niceness)
+        threads = [int(task) for task in os.listdir("/proc/self/task")]
+    except OSError:  # no /proc: the calling process
+        threads = [0]
+    for thread in threads:
+        try:
+            if os.getpriority(os.PRIO_PROCESS, thread) < niceness:
+                os.setpriority(os.PRIO_PROCESS, thread, niceness)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            continue
+        except OSError:  # not permitted here (a sandbox)
+            logger.warning("the worker could not lower its priority to niceness %d", niceness)
+            return

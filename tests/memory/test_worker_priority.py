@@ -1,85 +1,118 @@
-"""A background worker runs its jobs at the worker's niceness (``jobs.worker_niceness``), so a
-worker embedding cards gives the cores to requests; a caller's own thread keeps its priority.
+"""The ``stratamem worker`` process runs at ``jobs.worker_niceness``, every thread of it, so a
+worker embedding cards gives the cores to requests; nothing else is lowered.
 
-Linux only (niceness per thread); a queue in memory, since only the thread matters here.
+Linux only (``/proc``, niceness per thread). What is lowered runs in a child process, never in
+the test's own.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-import threading
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from memory import Settings
-from memory.jobs.worker import Worker
-from storage import Job
+from storage import Database
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="niceness per thread: Linux")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc and per-thread niceness")
 
-
-class OneJob:
-    """A queue holding one due job of kind ``test`` (the worker's ``Queue``)."""
-
-    def __init__(self) -> None:
-        self.job: Job | None = Job(
-            id=1, kind="test", user_id="u", session_id="s", attempts=1, claimed_by="w"
-        )
-        self.done = threading.Event()
-
-    def claim(
-        self, worker_id: str, *, kinds: Sequence[str] | None = None, lease_seconds: float = 300
-    ) -> Job | None:
-        job, self.job = self.job, None
-        return job
-
-    def complete(self, job: Job) -> bool:
-        self.done.set()
-        return True
-
-    def fail(self, job: Job, error: str) -> bool:
-        self.done.set()
-        return True
-
-    def renew(self, job: Job, lease_seconds: float) -> bool:
-        return True
-
-    def pending(self, kind: str | None = None) -> int:
-        return 0 if self.job is None else 1
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE_S = 120.0
 
 
-def niceness() -> int:
-    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+def thread_niceness(pid: int) -> dict[int, int]:
+    """Each thread of process ``pid`` and its niceness (``/proc/<pid>/task/<tid>/stat``)."""
+    found = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        # After the command's closing parenthesis: field 3 (state) onwards; nice is field 19.
+        found[int(task)] = int(stat.rpartition(")")[2].split()[16])
+    return found
 
 
 def test_the_default_worker_niceness_is_ten() -> None:
     assert Settings().jobs.worker_niceness == 10
 
 
-def test_a_background_worker_runs_its_jobs_at_its_niceness() -> None:
-    queue, seen = OneJob(), []
-    worker = Worker(queue, {"test": lambda job: seen.append(niceness())}, poll_seconds=0.01,
-                    niceness=7)  # fmt: skip
-    stop = threading.Event()
-    before = niceness()
-    thread = threading.Thread(target=worker.run, args=(stop,))
-    thread.start()
-    assert queue.done.wait(60)
-    stop.set()
-    thread.join()
+def test_every_thread_of_the_process_is_lowered_and_the_threads_started_after_too() -> None:
+    code = textwrap.dedent(
+        """
+        import os, threading
+        from memory.jobs.worker import lower_process_priority
 
-    assert seen == [max(7, before)]
-    assert niceness() == before  # only the worker's thread
+        def nice():
+            return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+        seen, started, go = {}, threading.Event(), threading.Event()
+        def before():
+            started.set(); go.wait(); seen["before"] = nice()
+        thread = threading.Thread(target=before); thread.start(); started.wait()
+        lower_process_priority(7)
+        go.set(); thread.join()
+        after = threading.Thread(target=lambda: seen.__setitem__("after", nice()))
+        after.start(); after.join()
+        print(nice(), seen["before"], seen["after"])
+        """
+    )
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        timeout=DEADLINE_S,
+    ).stdout
+
+    assert [int(n) for n in out.split()] == [max(7, parent)] * 3
 
 
-def test_a_worker_run_until_idle_in_the_callers_thread_leaves_its_priority() -> None:
-    queue, seen = OneJob(), []
-    worker = Worker(queue, {"test": lambda job: seen.append(niceness())}, niceness=7)
-    before = niceness()
+@pytest.fixture
+def database(fresh_data_dir: Path) -> Iterator[Database]:
+    """The embedded database the child worker shares (not the session's: no other jobs)."""
+    with Database.open(None, data_dir=fresh_data_dir) as opened:
+        yield opened
 
-    worker.run(threading.Event(), until_idle=True)
 
-    assert seen == [before]
-    assert niceness() == before
+@pytest.mark.slow
+@pytest.mark.parametrize("niceness", [0, 7])
+def test_stratamem_worker_runs_every_thread_at_the_settings_niceness(
+    database: Database, fresh_data_dir: Path, niceness: int
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATAMEM_", "OPENAI_"))}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "memory.cli", "worker"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env=env
+        | {
+            "PYTHONPATH": str(ROOT),
+            "STRATAMEM_DATA_DIR": str(fresh_data_dir),
+            "STRATAMEM_CARDS__ENABLED": "false",
+            "STRATAMEM_JOBS__WORKER_NICENESS": str(niceness),
+        },
+    )
+    try:
+        assert worker.stdout is not None
+        while "stratamem worker running" not in (line := worker.stdout.readline()):
+            assert line, f"the worker exited ({worker.wait()}) before it ran"
+        threads = thread_niceness(worker.pid)
+    finally:
+        worker.terminate()
+        worker.wait(DEADLINE_S)
+
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    assert len(threads) >= 2  # the main thread and the worker's, at least
+    assert set(threads.values()) == {max(niceness, parent)}
+    assert os.getpriority(os.PRIO_PROCESS, 0) == parent  # this process is left alone
