@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memory import Settings
+from memory.jobs.worker import lower_process_priority
 from storage import Database
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc and per-thread niceness")
@@ -116,3 +117,35 @@ def test_stratamem_worker_runs_every_thread_at_the_settings_niceness(
     assert len(threads) >= 2  # the main thread and the worker's, at least
     assert set(threads.values()) == {max(niceness, parent)}
     assert os.getpriority(os.PRIO_PROCESS, 0) == parent  # this process is left alone
+
+
+def test_where_lowering_is_refused_the_worker_says_so_and_runs_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refused(which: int, who: int, niceness: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refused)
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+
+    lower_process_priority(19)  # no exception: the worker goes on at its priority
+
+    assert "could not lower its priority to niceness 19" in caplog.text
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+
+
+def test_a_thread_that_ended_meanwhile_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    lowered: list[int] = []
+
+    def gone_first(which: int, who: int, niceness: int) -> None:
+        if who == 101:
+            raise ProcessLookupError(3, "No such process")
+        lowered.append(who)
+
+    monkeypatch.setattr(os, "listdir", lambda path: ["101", "102", "103"])
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 0)
+    monkeypatch.setattr(os, "setpriority", gone_first)
+
+    lower_process_priority(5)
+
+    assert lowered == [102, 103]  # the first thread was gone; every other one was lowered
