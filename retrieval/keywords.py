@@ -25,14 +25,17 @@ _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
 _local = threading.local()
 
-#: Stems each thread remembers: a conversation's words repeat, and the Snowball stemmer (pure
-#: Python) took 40% of archiving a long session, 0.15 ms a word (``benchmarks/archive.py``).
+#: Stems each thread remembers: a conversation's words repeat, and a dictionary look-up is
+#: cheaper than a call into the stemmer even in C.
 _REMEMBERED_STEMS = 50_000
 
 
 def _stemmer() -> snowballstemmer.stemmer:
-    # One per thread, built lazily: a Snowball stemmer keeps its word in instance state, so
-    # threads sharing one corrupt each other's words (IndexError inside stemWord).
+    # ``snowballstemmer.stemmer`` is PyStemmer's C Snowball when it is installed (a dependency):
+    # the same stems as the pure-Python one (tests/retrieval/test_keywords.py), 100x faster;
+    # the pure one took 40% of archiving a long session and ~2 ms of a recall (new words of
+    # the recalled lines). One per thread, built lazily: either keeps its word in instance
+    # state, so threads sharing one corrupt each other's words.
     stemmer: snowballstemmer.stemmer | None = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = snowballstemmer.stemmer("english")
@@ -69,17 +72,17 @@ def analyze(text: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
         The terms, e.g. ``["caroline", "research", "adopt", "agenc"]``.
     """
     normalized = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
-    words: list[str] = []
+    terms: list[str] = []
     for token in _TOKEN.findall(normalized):
         if _CJK_RUN.match(token):
-            words.extend(_bigrams(token))
+            terms.extend(_bigrams(token))
             continue
         if token.endswith("'s"):
             token = token[:-2]
         token = token.replace("'", "")
         if token and token not in stop_words:
-            words.append(token)
-    return [word if _CJK_RUN.match(word) else _stem(word) for word in words]
+            terms.append(_stem(token))
+    return terms
 
 
 def is_cjk_term(term: str) -> bool:

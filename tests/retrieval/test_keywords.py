@@ -1,9 +1,15 @@
 """Tests of keyword analysis: English stems and stop words, CJK bigrams."""
 
+import re
+from pathlib import Path
+
+import Stemmer
 from hypothesis import given
 from hypothesis import strategies as st
+from snowballstemmer.english_stemmer import EnglishStemmer
 
 from retrieval import analyze, term_frequencies
+from retrieval.keywords import _stemmer
 
 
 def test_english_is_stemmed_and_stop_words_dropped() -> None:
@@ -48,3 +54,15 @@ def test_analysis_is_deterministic_and_never_yields_empty_terms(text: str) -> No
     terms = analyze(text)
     assert terms == analyze(text)
     assert all(terms)
+
+
+def test_the_stemmer_is_snowball_in_c_with_the_pure_python_stems() -> None:
+    # Stored terms were stemmed by the pure-Python Snowball: the C one must agree word for word.
+    assert isinstance(_stemmer(), Stemmer.Stemmer)
+    root = Path(__file__).resolve().parents[2]
+    text = " ".join(p.read_text(encoding="utf-8") for p in (root / "docs").glob("*.md"))
+    words = sorted({w.lower() for w in re.findall(r"[A-Za-z]+(?:'[A-Za-z]+)*", text)})
+    words += ["generously", "dying", "skies", "news", "innings", "succeeding", "cañón", "naïve"]
+    assert len(words) > 2_000
+    pure = EnglishStemmer()
+    assert [_stemmer().stemWord(w) for w in words] == [pure.stemWord(w) for w in words]
