@@ -233,7 +233,37 @@ def test_a_revived_card_is_counted_once_and_stale_rows_are_compacted() -> None:
     six = ids[ids > 4]
     compacted = revived.updated(six, 4, np.empty(0, np.int64), {})
     assert ranked(compacted, six) == [(i, s) for i, s in everything if i > 4]
-    assert compacted.nbytes == 24 * (6 + 3)
+    assert compacted.nbytes == (24 + 13) * (6 + 3)
+
+
+def test_a_repeated_ranking_finds_the_rows_once_and_ranks_as_new_postings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = np.arange(1, 11, dtype=np.int64)
+    tea = np.array([[i, i, i + 1] for i in ids], dtype=np.int64)
+    milk = np.array([[i, 1, i + 1] for i in ids if i % 2 == 0], dtype=np.int64)
+    postings = HeldPostings({"tea": tea, "milk": milk})
+    searches = []
+    searchsorted = np.searchsorted
+    monkeypatch.setattr(
+        np, "searchsorted", lambda *a, **k: searches.append(1) or searchsorted(*a, **k)
+    )
+
+    def ranked(held: HeldPostings, current: np.ndarray, cards: int) -> list[tuple[int, float]]:
+        stats = {"cards": cards, "keyword_length": 65, "limit": 4}
+        found = held.ranking(current, ["milk", "tea"], {"tea": 10, "milk": 5}, **stats)
+        return [(m.card_id, m.score) for m in found]
+
+    first = ranked(postings, ids, 10)
+    assert len(searches) == 2
+    assert ranked(postings, ids, 10) == first and len(searches) == 2  # remembered
+    # Other statistics (a card written since): scored again, where the rows sit remembered.
+    assert ranked(postings, ids, 11) == ranked(HeldPostings({"tea": tea, "milk": milk}), ids, 11)
+    assert len(searches) == 4  # the fresh postings' two
+    assert ranked(postings, ids, 10) == first
+    # Other current cards (card 4 superseded): found again.
+    nine = ids[ids != 4]
+    assert ranked(postings, nine, 10) == ranked(HeldPostings({"tea": tea, "milk": milk}), nine, 10)
 
 
 @pytest.fixture
