@@ -190,6 +190,7 @@ class _Walk:
         self.known = {line.key: line for line in order}
         self.sent_words: set[str] = set()
         self.covered: set[int] = set()
+        self.words_shown: dict[tuple[str, int], str] = {}  # each line's words once it is weighed
 
     def touching(self, line: Line) -> list[int]:
         """The excerpts next to ``line`` (through lines left out as repeats)."""
@@ -233,10 +234,13 @@ class _Walk:
         return True
 
     def words(self, line: Line) -> str:
-        """``shown_words`` of a line, cut first if it was not yet."""
-        if self.cut is not None and line.turn and not line.weighed:
-            line.shown, line.weighed = self.cut(line), True
-        return shown_words(line)
+        """``shown_words`` of a line, cut first if it was not yet (then fixed: remembered)."""
+        words = self.words_shown.get(line.key)
+        if words is None:
+            if self.cut is not None and line.turn and not line.weighed:
+                line.shown, line.weighed = self.cut(line), True
+            words = self.words_shown[line.key] = shown_words(line)
+        return words
 
     def _join(self, touching: list[int], merged: list[Line], cost: int) -> None:
         """Make the excerpts ``touching`` one (the first of them), holding ``merged``."""

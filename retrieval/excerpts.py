@@ -179,15 +179,21 @@ def pricing_excerpts(
             if len(candidates) == config.excerpt_cards:
                 break
     covered = covered_terms(wanted, (line for *_, parts in candidates for line in parts), config)
+    # Each line is looked at once here, however many candidates hold it (overlapping turn
+    # cards share most of their lines): what it says, whether it asks, whom it names.
+    lines_weighed = {line.key: line for _, _, parts in candidates for line in parts}
     said: dict[str, set[tuple[str, int]]] = {}
-    for _, _, parts in candidates:
-        for line in parts:
-            said.setdefault(words_of(line.text), set()).add(line.key)
+    for line in lines_weighed.values():
+        said.setdefault(words_of(line.text), set()).add(line.key)
+    repeated = {key for keys in said.values() if len(keys) > 1 for key in keys}
+    shape = {
+        key: _shape(line, key in repeated, wanted, config) for key, line in lines_weighed.items()
+    }
     asked = set(first)
     for position, (hit, _, parts) in enumerate(candidates):
         # What the question asks for (a property it names) is scored as the best card.
         rank = 0 if hit.card.id in asked else position
-        _score_lines(position, rank, parts, wanted, covered, said, config, hit.card.valid_to)
+        _score_lines(position, rank, parts, covered, shape, config, hit.card.valid_to)
     firsts = {key for hit, _, parts in candidates if hit.card.id in asked for key in _keys(parts)}
     # What the question names comes first; what no longer holds after everything that does.
     order = sorted(
@@ -263,20 +269,30 @@ def _lines_of(
     return parts
 
 
+def _shape(line: Line, repeated: bool, wanted: set[str], config: SearchConfig) -> tuple[bool, bool]:
+    """Whether a line is named (its speaker is someone the query names) and whether it asks
+    (a question, or boilerplate: said word for word elsewhere, ``repeated``); sets whether it
+    may open a memory."""
+    asking = line.turn and (asks(line.text) or repeated)
+    line.opens = not (line.turn and (repeated or bare_question(line.text)))
+    speaker, colon, _ = line.text.partition(": ")
+    named = line.turn and bool(colon) and bool(line_terms(speaker, config) & wanted)
+    return named, asking
+
+
 def _score_lines(
     position: int,
     rank: int,
     parts: list[Line],
-    wanted: set[str],
     covered: set[str],
-    said: dict[str, set[tuple[str, int]]],
+    shape: dict[tuple[str, int], tuple[bool, bool]],
     config: SearchConfig,
     valid_to: datetime | None,
 ) -> None:
     """Give each line of the candidate at ``position`` (ranked ``rank``) its score, if better
     (and, from a stale card, until when what it says held: ``valid_to``). ``covered``: the
     query's terms a line's coverage counts (``wanted`` less the speakers' names, unless the
-    recipe's ``names_cover``)."""
+    recipe's ``names_cover``); ``shape``: each line's ``_shape``."""
     coverage = [len(line.terms & covered) / len(covered) if covered else 0.0 for line in parts]
     top = max(coverage)
     middle = len(parts) // 2
@@ -284,11 +300,7 @@ def _score_lines(
     for index, line in enumerate(parts):
         offset = abs(index - best)
         placed = {0: 0.0, 1: config.line_after if index > best else config.line_before}
-        repeated = len(said[words_of(line.text)]) > 1
-        asking = line.turn and (asks(line.text) or repeated)
-        line.opens = not (line.turn and (repeated or bare_question(line.text)))
-        speaker, colon, _ = line.text.partition(": ")
-        named = line.turn and bool(colon) and bool(line_terms(speaker, config) & wanted)
+        named, asking = shape[line.key]
         score = (
             (config.line_speaker if named else 0.0)
             + config.line_rank * math.log1p(rank)

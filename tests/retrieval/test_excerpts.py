@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+import retrieval.excerpt_walk as excerpt_walk
+import retrieval.excerpts as excerpts
 from retrieval import (
     CUT_FAR_LINES,
     DEFAULT_SEARCH,
@@ -408,3 +410,21 @@ def test_lists_cut_close_cuts_a_list_questions_lines_alone() -> None:
     # Any other question: every line as the default cuts it, far ones too (not from line 8).
     one = compose(hits, "book", k=20, config=config, question="What book is it?")
     assert len(one) > 8 and all(FAR in text for text in one)
+
+
+def test_a_line_of_overlapping_cards_is_looked_at_once_and_its_words_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    looked: list[str] = []
+    compared: list[str] = []
+    bare_question, shown_words = excerpts.bare_question, excerpt_walk.shown_words
+    monkeypatch.setattr(excerpts, "bare_question", lambda t: looked.append(t) or bare_question(t))
+    monkeypatch.setattr(
+        excerpt_walk, "shown_words", lambda line: compared.append(line.text) or shown_words(line)
+    )
+    texts = compose([hit(window(1)), hit(window(2)), hit(window(0))], "Biscuit puppy breed")
+    assert len(texts) == 1
+    # Three cards hold four lines eight times: each line is weighed once and compared once.
+    lines = sorted(line for _, line in CONVERSATION[:4])
+    assert sorted(looked) == lines
+    assert sorted(compared) == lines
