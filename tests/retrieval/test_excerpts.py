@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+import retrieval.excerpt_text as excerpt_text
 import retrieval.excerpt_walk as excerpt_walk
 import retrieval.excerpts as excerpts
 from retrieval import (
@@ -24,6 +25,7 @@ from retrieval import (
     compose_excerpts,
     turn_card_text,
 )
+from retrieval.excerpt_walk import Line
 from storage import Card
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -417,11 +419,17 @@ def test_a_line_of_overlapping_cards_is_looked_at_once_and_its_words_once(
 ) -> None:
     looked: list[str] = []
     compared: list[str] = []
-    bare_question, shown_words = excerpts.bare_question, excerpt_walk.shown_words
-    monkeypatch.setattr(excerpts, "bare_question", lambda t: looked.append(t) or bare_question(t))
-    monkeypatch.setattr(
-        excerpt_walk, "shown_words", lambda line: compared.append(line.text) or shown_words(line)
-    )
+
+    def bare_question(text: str) -> bool:
+        looked.append(text)
+        return excerpt_text.bare_question(text)
+
+    def shown_words(line: Line) -> str:
+        compared.append(line.text)
+        return excerpt_walk.words_of(line.text if line.shown is None else line.shown)
+
+    monkeypatch.setattr(excerpts, "bare_question", bare_question)
+    monkeypatch.setattr(excerpt_walk, "shown_words", shown_words)
     texts = compose([hit(window(1)), hit(window(2)), hit(window(0))], "Biscuit puppy breed")
     assert len(texts) == 1
     # Three cards hold four lines eight times: each line is weighed once and compared once.
