@@ -6,7 +6,7 @@ from typing import Literal, overload
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.types import BigInteger, Text
+from sqlalchemy.types import Text
 
 from storage.cards.records import Card, CardFilter, filter_sql
 from storage.cards.rows import CARD_COLUMNS, card_of
@@ -29,6 +29,12 @@ _GET_MANY_WITH_TERMS = (
     # routes the whole statement to the user's shard (a correlated user fans out to every one).
     "WHERE t.user_id = %(user_id)s::text AND t.card_id = cards.id) FROM cards "
     "WHERE user_id = %(user_id)s::text AND id = ANY(%(ids)s::bigint[])"
+)
+
+# Recall's validity lookup, once per request with recalled turn cards (the driver's too).
+_KEYED_FROM_MESSAGES = (
+    f"SELECT {CARD_COLUMNS} FROM cards WHERE user_id = %(user_id)s::text "
+    "AND subject IS NOT NULL AND source_message_ids && %(ids)s::bigint[] ORDER BY id"
 )
 
 
@@ -154,12 +160,8 @@ class CardReads:
         """
         if not message_ids:
             return []
-        statement = text(
-            f"SELECT {CARD_COLUMNS} FROM cards WHERE user_id = :user_id "
-            "AND subject IS NOT NULL AND source_message_ids && :ids ORDER BY id"
-        ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
-        with self._database.reading() as connection:
+        with driver_autocommit(self._database) as connection:
             rows = connection.execute(
-                statement, {"user_id": user_id, "ids": list(message_ids)}
-            ).all()
+                _KEYED_FROM_MESSAGES, {"user_id": user_id, "ids": list(message_ids)}
+            ).fetchall()
         return [card_of(row) for row in rows]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from card_samples import MODEL, new_card
-from sqlalchemy import text
+from sqlalchemy import event, text
 from storage_samples import user
 
 from storage import CardStore, Database, MessageStore
@@ -44,6 +46,37 @@ def test_keyed_cards_of_the_messages_superseded_or_not_and_nothing_else(
     assert {turn.id, unkeyed.id}.isdisjoint(
         c.id for c in store.keyed_from_messages(user_id, [lyon.id])
     )
+
+
+def test_the_lookup_runs_on_the_drivers_connection_without_sqlalchemys_execution(
+    store: CardStore, database: Database, user_id: str
+) -> None:
+    # It is on recall's path once a request: SQLAlchemy's execution adds client CPU only.
+    (said,) = MessageStore(database).append(user_id, "s", [user("I live in Lyon")])
+    (card,) = store.add(
+        user_id,
+        [
+            new_card(
+                "User lives in Lyon",
+                type="profile",
+                subject="user",
+                attribute="city",
+                source_message_ids=[said.id],
+            )
+        ],
+    )
+    executed: list[str] = []
+
+    def seen(*args: Any) -> None:
+        executed.append(args[2])
+
+    event.listen(database.engine, "before_cursor_execute", seen)
+    try:
+        found = store.keyed_from_messages(user_id, [said.id])
+    finally:
+        event.remove(database.engine, "before_cursor_execute", seen)
+    assert found == [card]
+    assert executed == []
 
 
 def test_the_keyed_sources_index_exists(database: Database) -> None:
