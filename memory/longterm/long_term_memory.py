@@ -313,14 +313,24 @@ class LongTermMemory:
                 question=query,
             )
             questions = Questions(pricing)
+            # A memory's tokens by its text: the report counts what the walk priced already.
+            priced: dict[str, int] = {}
             for text in questions:  # answered here: the walk never calls up into memory
-                questions.answer(memory_tokens(self._counter, text))
+                if text not in priced:
+                    priced[text] = memory_tokens(self._counter, text)
+                questions.answer(priced[text])
             excerpts = questions.result
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
                 for e in excerpts
             ]
-            recalled += [recalled_excerpt(excerpt, self._counter) for excerpt in excerpts]
+            recalled += [
+                recalled_excerpt(
+                    e,
+                    priced[e.text] if e.text in priced else memory_tokens(self._counter, e.text),
+                )
+                for e in excerpts
+            ]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
 
     def _fresh_hits(

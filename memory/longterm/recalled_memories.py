@@ -53,8 +53,9 @@ def card_memory(card: Card, score: float) -> RetrievedMemory:
     return RetrievedMemory(text=text, score=score, pinned=card.pinned, id=str(card.id))
 
 
-def recalled_excerpt(excerpt: Excerpt, counter: TokenCounter) -> RecalledCard:
-    """An excerpt as the report shows it: the score's parts, its tokens and the reason."""
+def recalled_excerpt(excerpt: Excerpt, tokens: int) -> RecalledCard:
+    """An excerpt as the report shows it: the score's parts, its ``tokens`` in the prompt
+    (``memory_tokens``) and the reason."""
     best, gate = excerpt.cards[0], excerpt.gates[0]
     return RecalledCard(
         card_id=best.card.id,
@@ -68,6 +69,6 @@ def recalled_excerpt(excerpt: Excerpt, counter: TokenCounter) -> RecalledCard:
         line_score=excerpt.line_score,
         cards=tuple(hit.card.id for hit in excerpt.cards),
         message_ids=excerpt.message_ids,
-        tokens=memory_tokens(counter, excerpt.text),
+        tokens=tokens,
         reason=excerpt.reason(),
     )

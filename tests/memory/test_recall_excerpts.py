@@ -249,3 +249,38 @@ def test_the_property_a_question_names_comes_first_among_changed_facts(
     texts = memories(context)
     assert texts and "Pine Ledger" in texts[0], texts
     assert not any("Foxglove" in text and "until" not in text for text in texts), texts
+
+
+class _Counting(TiktokenCounter):
+    """A tiktoken counter that remembers every text it counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def count_text(self, text: str) -> int:
+        self.texts.append(text)
+        return super().count_text(text)
+
+
+def test_each_memory_text_is_counted_once_for_the_walk_and_the_report(
+    excerpts_database: Database, user_id: str
+) -> None:
+    counter = _Counting()
+    settings = Settings(summary={"mode": "inline", "debounce_seconds": 0})
+    mem = Memory(
+        excerpts_database, settings, embedder=HashingEmbedder(name=MINILM_NAME), counter=counter
+    )
+    say(mem, user_id, "old", *PUPPY)
+    counter.texts.clear()
+
+    context = mem.prepare(user_id=user_id, session_id="new", input="What about Biscuit the puppy?")
+
+    recall = context.report.recall
+    assert recall is not None and any(card.type == "turn" for card in recall.cards)
+    lines = [text for text in counter.texts if text.startswith("- ")]  # memory_tokens' lines
+    assert lines and len(lines) == len(set(lines))
+    for card, text in zip(recall.cards, memories(context), strict=True):
+        assert card.tokens == TiktokenCounter().count_text(
+            "- " + json.dumps(text, ensure_ascii=False) + "\n"
+        )
