@@ -293,7 +293,15 @@ class LongTermMemory:
             )
             widened = self._settings.model_copy(update={"k": max(len(fresh), self._settings.k)})
             searched = {hit.card.id for hit in fresh}
-            fresh = current_first(self.index, user_id, query, fresh, widened, pinned)
+            fresh = current_first(
+                self.index,
+                user_id,
+                query,
+                fresh,
+                widened,
+                pinned,
+                read_ahead=ahead.keyed_from_messages if ahead is not None else None,
+            )
             brought = {hit.card.id for hit in fresh} - searched
             named = named_current(query, fresh)
             # A question about the past gets the values that held before on top of k (as

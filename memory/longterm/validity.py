@@ -20,7 +20,7 @@ Berlin. So, for the memories one request recalled:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 
 from memory.cards.asking import asks_about_the_past, attributes_asked
@@ -49,6 +49,7 @@ def current_first(
     hits: Sequence[ScoredCard],
     settings: CardSettings,
     shown: Collection[int] = (),
+    read_ahead: Callable[[Sequence[int]], list[Card] | None] | None = None,
 ) -> list[ScoredCard]:
     """The recalled memories with every superseded value marked and ranked after the current.
 
@@ -61,6 +62,8 @@ def current_first(
             more: its superseded cards on top) and the least cosine similarity of a recalled
             card (``min_score``, for the superseded cards such a question searches).
         shown: Cards in the prompt already (pins): never added again.
+        read_ahead: The keyed cards made from given messages (and maybe from others) if read
+            already (``RecallAhead.keyed_from_messages``), else None: looked up here.
 
     Returns:
         The memories, best first: current ones with their scores (a current card brought in
@@ -75,7 +78,7 @@ def current_first(
         present = {*shown, *_ids(recalled)}
         recalled += _superseded(index, user_id, query, k, settings.min_score, present)
         recalled.sort(key=lambda hit: -hit.score)
-    stale = _stale_facts(index, user_id, recalled)
+    stale = _stale_facts(index, user_id, recalled, read_ahead)
     asked = attributes_asked(query)
     if not stale and not asked:
         return recalled
@@ -159,7 +162,10 @@ def _ids(hits: Iterable[ScoredCard]) -> set[int]:
 
 
 def _stale_facts(
-    index: CardIndex, user_id: str, recalled: Sequence[ScoredCard]
+    index: CardIndex,
+    user_id: str,
+    recalled: Sequence[ScoredCard],
+    read_ahead: Callable[[Sequence[int]], list[Card] | None] | None,
 ) -> dict[int, list[tuple[Fact, datetime]]]:
     """The recalled memories that carry a superseded value: card id -> (fact, valid until).
 
@@ -174,7 +180,9 @@ def _stale_facts(
             carried[card.id] = [((card.subject or "", card.attribute or ""), card.valid_to)]
     turns = [hit.card for hit in recalled if hit.card.type == "turn"]
     sources = sorted({i for card in turns for i in card.source_message_ids})
-    keyed = index.keyed_from_messages(user_id, sources) if sources else []
+    keyed = read_ahead(sources) if read_ahead is not None and sources else None
+    if keyed is None:
+        keyed = index.keyed_from_messages(user_id, sources) if sources else []
     for turn in turns:
         made = [c for c in keyed if set(c.source_message_ids) & set(turn.source_message_ids)]
         holding = {_fact(c) for c in made if c.valid_to is None}

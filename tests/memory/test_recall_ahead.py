@@ -8,6 +8,7 @@ that is refused leaves nothing stored and the next request served.
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -16,8 +17,9 @@ from sqlalchemy import text
 from memory import Memory, Settings
 from memory.context.assembler import AssembledContext
 from memory.errors import InvalidHistoryError
+from memory.longterm.recall_ahead import RecallAhead, _Searched
 from retrieval import MINILM_NAME, HashingEmbedder
-from storage import Database
+from storage import Card, Database
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +120,17 @@ def test_a_refused_input_stores_nothing_and_the_next_request_is_served(
     context = mem.prepare(user_id=user_id, session_id="s1", input="which VPN gateway?")
     recall = context.report.recall
     assert recall is not None and not recall.failed and recall.cards
+
+
+def test_the_keyed_cards_read_ahead_are_given_only_for_messages_all_looked_up() -> None:
+    keyed: Future[list[Card]] = Future()
+    keyed.set_result([])
+    searched: Future[_Searched] = Future()
+    searched.set_result(_Searched([], "q", None, 3, [], frozenset({1, 2, 3}), keyed))
+    ahead = RecallAhead(searched)
+
+    assert ahead.keyed_from_messages([1, 3]) == []  # read: none was made from them
+    assert ahead.keyed_from_messages([3, 4]) is None  # 4 was not looked up: recall reads it
+    nothing: Future[_Searched] = Future()
+    nothing.set_result(_Searched([], "q", None, 3, []))  # no turn card found
+    assert RecallAhead(nothing).keyed_from_messages([1]) is None

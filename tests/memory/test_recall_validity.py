@@ -14,6 +14,7 @@ take over), in English and in Chinese.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,8 +27,8 @@ from memory.cards.asking import asks_about_the_past, attributes_asked
 from memory.cards.supersede import ChainLink, chain_problems
 from memory.context.parts import MEMORIES_HEADER
 from memory.llm import OpenAIChatModel
-from retrieval import MINILM_NAME, HashingEmbedder
-from storage import CardFilter, CardStore, Database
+from retrieval import MINILM_NAME, CardIndex, HashingEmbedder
+from storage import Card, CardFilter, CardStore, Database
 
 T0 = datetime(2025, 3, 3, 9, tzinfo=UTC)
 FILLER = [
@@ -136,6 +137,30 @@ def test_a_stale_excerpt_is_marked_with_its_validity_and_ranked_after_the_curren
     stale = [line for line in lines if "My home is in Lyon" in line]
     assert stale, lines
     assert stale[0].startswith("[until 2 April 2025] [3 March 2025]"), stale
+    assert_current_first(lines, "Berlin", "Lyon")
+
+
+def test_the_keyed_cards_are_read_ahead_beside_the_request_and_mark_the_same(
+    make_memory: Callable[..., Memory], user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = make_memory()
+    session(mem, user_id, 1, 0, ["My home is in Lyon."])
+    session(mem, user_id, 2, 30, ["I moved house, my home is in Berlin now."])
+    looked_up = CardIndex.keyed_from_messages
+    threads: list[str] = []
+
+    def keyed_from_messages(index: CardIndex, owner: str, message_ids: Any) -> list[Card]:
+        threads.append(threading.current_thread().name)
+        return looked_up(index, owner, message_ids)
+
+    monkeypatch.setattr(CardIndex, "keyed_from_messages", keyed_from_messages)
+
+    lines = memories(mem, user_id, "Tell me about my home.", 60)
+
+    # Once, on a recall thread (started when the search found its cards), not the request's.
+    assert len(threads) == 1 and threads[0].startswith("stratamem-recall"), threads
+    stale = [line for line in lines if "My home is in Lyon" in line]
+    assert stale and stale[0].startswith("[until 2 April 2025] [3 March 2025]"), lines
     assert_current_first(lines, "Berlin", "Lyon")
 
 
