@@ -33,9 +33,9 @@ _REMEMBERED_STEMS = 50_000
 def _stemmer() -> snowballstemmer.stemmer:
     # ``snowballstemmer.stemmer`` is PyStemmer's C Snowball when it is installed (a dependency):
     # the same stems as the pure-Python one (tests/retrieval/test_keywords.py), 60-120x faster;
-    # the pure one took 40% of archiving a long session and ~2 ms of a recall (new words of
-    # the recalled lines). One per thread, built lazily: either keeps its word in instance
-    # state, so threads sharing one corrupt each other's words.
+    # the pure one took 40% of archiving a long session, and 32 us a new word of the recalled
+    # lines (BENCHMARKS.md, "The work after the query vector"). One per thread, built lazily:
+    # either keeps its word in instance state, so threads sharing one corrupt each other's.
     stemmer: snowballstemmer.stemmer | None = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = snowballstemmer.stemmer("english")
