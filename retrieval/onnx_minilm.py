@@ -53,8 +53,8 @@ DEFAULT_ONNX_THREADS: int | None = None
 #: (BENCHMARKS.md, "Where a quiet prepare waits").
 DEFAULT_ONNX_SPINNING = False
 
-# One session per model, cache folder, precision and thread settings per process: finding the file hashes
-# the model's 90 MB, and a session holds the graph's weights.
+# One session per model, cache folder, precision and thread settings per process: finding the
+# file hashes the model's 90 MB, and a session holds the graph's weights.
 _sessions: dict[tuple[str, str, bool, int | None, bool], OnnxSession] = {}
 _sessions_lock = threading.Lock()
 
@@ -233,8 +233,9 @@ class OnnxEmbedder:
                     )
                 # A documented degradation point: whatever stops the export or the runtime
                 # (a torch without the exporter, a full disk, a runtime that rejects the
-                # file), the reference embeds the same vectors, only slower.
-                except Exception as error:  # noqa: BLE001 - a degradation point, see above
+                # file), the reference embeds the same vectors, only slower. Not for int8,
+                # whose vectors torch does not make: that raises.
+                except Exception as error:
                     if self._int8:
                         self._int8_failure = EmbeddingError(
                             f"{self._name} is not available ({type(error).__name__}: {error}); "

@@ -260,9 +260,11 @@ def _run_updates(args: argparse.Namespace, out: Console) -> int:
         f"{chains.several_current} with more than one",
         highlight=False,
     )
+    out.print(f"embedder: {cards.model}", highlight=False)
     if args.json_out is not None:
+        numbers = {"embedder": cards.model, **report.as_json()}
         args.json_out.write_text(
-            json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            json.dumps(numbers, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
     return EXIT_OK
 
