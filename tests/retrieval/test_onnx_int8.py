@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from child_process import TESTS, Child
 
 from retrieval import MINILM_INT8_NAME, MINILM_NAME, EmbeddingError, OnnxEmbedder, onnx_int8
 from retrieval.onnx_export import PROBE_TEXTS, default_cache_dir, model_key
@@ -55,6 +56,31 @@ def test_int8_vectors_are_near_the_fp32_ones_under_a_name_of_their_own(cache: Pa
     built = sorted(path.name for path in cache.iterdir())
     assert built[-1].startswith("minilm-int8-")  # beside the fp32 file, no partial file left
     assert len(built) == 3  # the fp32 file, its lock and the int8 file
+
+
+@pytest.mark.slow
+def test_two_processes_quantizing_at_once_build_once_and_leave_no_partial_file(
+    cache: Path,
+) -> None:
+    [fp32] = list(cache.iterdir())
+    children = [Child(TESTS / "retrieval" / "int8_build_child.py", str(fp32)) for _ in range(2)]
+    try:
+        for child in children:
+            child.expect("ready")
+        for child in children:
+            child.tell("go")
+        said = [child.read() for child in children]
+        assert [child.finish() for child in children] == [0, 0]
+    finally:
+        for child in children:
+            if child.process.poll() is None:
+                child.kill()
+
+    assert sorted(line.split(" ", 1)[0] for line in said) == ["built", "found"]
+    [path] = {Path(line.split(" ", 1)[1]) for line in said}
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [fp32.name, f"{fp32.name}.lock", path.name]
+    )
 
 
 @pytest.mark.slow
