@@ -2,6 +2,7 @@
 
     python -m benchmarks.prepare [--turns 50] [--sizes 100,1000,10000] [--cards 10000]
                                  [--data-dir DIR] [--mem0-venv DIR | --no-mem0] [--no-worker]
+                                 [--embedder minilm|minilm-int8]
 
 One user with at least ``--cards`` cards (long-term memory on, the user's defaults: MiniLM on
 ONNX Runtime, k = 4) and three sessions of 100, 1,000 and 10,000 stored messages. The cards
@@ -53,7 +54,12 @@ from benchmarks.prepare_peers import LangChainTurn, Mem0
 from benchmarks.scripted_turns import scripted_history, turn_messages
 from memory import Memory, Settings
 from memory.context.tokens import TiktokenCounter
-from retrieval import MINILM_DIMENSION, MINILM_NAME, SentenceTransformerEmbedder
+from retrieval import (
+    MINILM_DIMENSION,
+    MINILM_INT8_NAME,
+    MINILM_NAME,
+    SentenceTransformerEmbedder,
+)
 from storage import ArchiveMarks, CardStore
 
 SIZES = (100, 1_000, 10_000)
@@ -93,7 +99,9 @@ def build_sessions(history: Memory, sizes: tuple[int, ...]) -> dict[int, str]:
 def build_cards(mem: Memory, cards: int) -> int:
     """Record and end earlier sessions of the user until they have ``cards`` cards (every
     message becomes a turn card; rules extract a few more). Kept in the data folder."""
-    store = CardStore(mem.database, model=MINILM_NAME, dimension=MINILM_DIMENSION)
+    int8 = mem.settings.cards.embedder == "minilm-int8"
+    model = MINILM_INT8_NAME if int8 else MINILM_NAME
+    store = CardStore(mem.database, model=model, dimension=MINILM_DIMENSION)
     earlier = 0
     while store.count(USER) < cards:
         session_id = f"earlier-{earlier}"
@@ -203,6 +211,13 @@ def main() -> None:
         help="also time prepare with MiniLM on torch, turn by turn with the default's",
     )
     parser.add_argument(
+        "--embedder",
+        choices=("minilm", "minilm-int8"),
+        default="minilm",
+        help="cards.embedder; a data dir holds one model's vectors: give minilm-int8 its own "
+        "--data-dir (LangChain's query stays fp32 torch: its row is timing only then)",
+    )
+    parser.add_argument(
         "--mem0-sizes", help="the sizes mem0 is measured at (default: --sizes); its adds are slow"
     )
     args = parser.parse_args()
@@ -213,6 +228,7 @@ def main() -> None:
         "context_window": str(args.context_window),
         "max_output": "1024",
         "summary": {"mode": "background", "debounce_seconds": 0},
+        "cards": {"embedder": args.embedder},
     }
     with tempfile.TemporaryDirectory() as folder:
         mem = Memory.open(data_dir=args.data_dir, **settings)
@@ -221,7 +237,7 @@ def main() -> None:
             # Built inline (what leaves the window is archived now), measured in background.
             inline = {**settings, "summary": {"mode": "inline"}}
             cards = build_cards(Memory(mem.database, Settings(**inline)), args.cards)
-            no_cards = {**inline, "cards": {"enabled": False}}
+            no_cards = {**inline, "cards": {**settings["cards"], "enabled": False}}
             sessions = build_sessions(Memory(mem.database, Settings(**no_cards)), sizes)
             print(
                 f"built: {cards} cards for the user, sessions of {', '.join(map(str, sizes))}"

@@ -3,28 +3,25 @@
     python -m benchmarks.query_embedding [--runs 200] [--batches 5]
 
 In one process, alternating call by call so every runtime sees the same machine: one short
-query at a time (p50/p95 ms), a batch of 64 turn-sized texts (s per batch), and each runtime's
-largest Euclidean distance to torch's vectors over English, Chinese and past-the-window texts.
-Runtimes: torch through the model's modules (``SentenceTransformerEmbedder``), the same through
-``SentenceTransformer.encode``, the exported ONNX file (``OnnxEmbedder``) with ONNX Runtime's
-own thread count (sleeping between operators, the default), spinning, and with 1 and 2
-threads, and the file quantized to int8 by ONNX Runtime's
-dynamic quantization (made in a temporary folder; not used by the library).
+query at a time (p50/p95 ms), a batch of 64 turn-sized texts (s per batch), each runtime's
+largest Euclidean distance to torch's vectors and its smallest cosine to the fp32 ONNX file's
+over English, Chinese and past-the-window texts. Runtimes: torch through the model's modules
+(``SentenceTransformerEmbedder``), the same through ``SentenceTransformer.encode``, the exported
+ONNX file (``OnnxEmbedder``) with ONNX Runtime's own thread count (sleeping between operators,
+the default), spinning, and with 1 and 2 threads, and ``cards.embedder = "minilm-int8"``
+(``OnnxEmbedder(int8=True)``: the file quantized by ``retrieval.onnx_int8``, own threads).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from benchmarks.machine import CpuSteal, machine_state
 from retrieval import OnnxEmbedder, SentenceTransformerEmbedder
-from retrieval.onnx_export import default_cache_dir, ensure_onnx_model, vector_distance
-from retrieval.onnx_minilm import OnnxSession
+from retrieval.onnx_export import vector_distance
 from retrieval.sentence_transformer import load_model, packaged_model_path
 
 QUERIES = [
@@ -50,26 +47,15 @@ def turn_texts(count: int) -> list[str]:
     ]
 
 
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine of two unit vectors."""
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
 def percentile(values: list[float], share: float) -> float:
     """The value below which ``share`` of ``values`` lie."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-class Int8:
-    """The exported file quantized to int8 weights (dynamic quantization), as an embedder."""
-
-    def __init__(self, folder: Path) -> None:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        model = packaged_model_path()
-        source = ensure_onnx_model(model, default_cache_dir())
-        target = folder / "minilm-int8.onnx"
-        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
-        self._session = OnnxSession(target, model, threads=None)
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._session.embed(list(texts), batch_size=64)
 
 
 def main() -> None:
@@ -79,50 +65,56 @@ def main() -> None:
     args = parser.parse_args()
     torch_modules = SentenceTransformerEmbedder()
     model = load_model(packaged_model_path())
-    with tempfile.TemporaryDirectory() as folder:
-        runtimes: dict[str, Callable[[Sequence[str]], list[list[float]]]] = {
-            "torch (modules)": torch_modules.embed,
-            "torch encode()": lambda texts: model.encode(
-                list(texts), normalize_embeddings=True
-            ).tolist(),
-            "onnx (own threads)": OnnxEmbedder().embed,
-            "onnx spinning": OnnxEmbedder(spinning=True).embed,
-            "onnx 1 thread": OnnxEmbedder(threads=1).embed,
-            "onnx 2 threads": OnnxEmbedder(threads=2).embed,
-            "onnx int8": Int8(Path(folder)).embed,
-        }
-        reference = torch_modules.embed(PROBES)
-        distances = {
-            name: max(map(vector_distance, embed(PROBES), reference))
-            for name, embed in runtimes.items()
-        }
-        for embed in runtimes.values():  # warm up
-            for query in QUERIES:
-                embed([query])
-        print(f"before: {machine_state()}")
-        steal = CpuSteal()
-        single: dict[str, list[float]] = {name: [] for name in runtimes}
-        for run in range(args.runs):
-            for name, embed in runtimes.items():
-                started = time.perf_counter()
-                embed([QUERIES[run % len(QUERIES)]])
-                single[name].append((time.perf_counter() - started) * 1000)
-        batch: dict[str, list[float]] = {name: [] for name in runtimes}
-        texts = turn_texts(64)
-        for _ in range(args.batches):
-            for name, embed in runtimes.items():
-                started = time.perf_counter()
-                embed(texts)
-                batch[name].append(time.perf_counter() - started)
-        print(f"after: {machine_state(steal)}")
-    print(f"{'runtime':<20} {'query p50':>10} {'p95 ms':>8} {'batch 64 s':>11} {'vs torch':>9}")
+    onnx = OnnxEmbedder()
+    runtimes: dict[str, Callable[[Sequence[str]], list[list[float]]]] = {
+        "torch (modules)": torch_modules.embed,
+        "torch encode()": lambda texts: model.encode(
+            list(texts), normalize_embeddings=True
+        ).tolist(),
+        "onnx (own threads)": onnx.embed,
+        "onnx spinning": OnnxEmbedder(spinning=True).embed,
+        "onnx 1 thread": OnnxEmbedder(threads=1).embed,
+        "onnx 2 threads": OnnxEmbedder(threads=2).embed,
+        "minilm-int8": OnnxEmbedder(int8=True).embed,
+    }
+    reference = torch_modules.embed(PROBES)
+    fp32 = onnx.embed(PROBES)
+    distances = {
+        name: max(map(vector_distance, embed(PROBES), reference))
+        for name, embed in runtimes.items()
+    }
+    cosines = {name: min(map(cosine, embed(PROBES), fp32)) for name, embed in runtimes.items()}
+    for embed in runtimes.values():  # warm up
+        for query in QUERIES:
+            embed([query])
+    print(f"before: {machine_state()}")
+    steal = CpuSteal()
+    single: dict[str, list[float]] = {name: [] for name in runtimes}
+    for run in range(args.runs):
+        for name, embed in runtimes.items():
+            started = time.perf_counter()
+            embed([QUERIES[run % len(QUERIES)]])
+            single[name].append((time.perf_counter() - started) * 1000)
+    batch: dict[str, list[float]] = {name: [] for name in runtimes}
+    texts = turn_texts(64)
+    for _ in range(args.batches):
+        for name, embed in runtimes.items():
+            started = time.perf_counter()
+            embed(texts)
+            batch[name].append(time.perf_counter() - started)
+    print(f"after: {machine_state(steal)}")
+    print(
+        f"{'runtime':<20} {'query p50':>10} {'p95 ms':>8} {'batch 64 s':>11} {'vs torch':>9}"
+        f" {'cos fp32':>9}"
+    )
     for name in runtimes:
         print(
             f"{name:<20} {statistics.median(single[name]):>10.2f}"
             f" {percentile(single[name], 0.95):>8.2f} {statistics.median(batch[name]):>11.3f}"
-            f" {distances[name]:>9.1e}"
+            f" {distances[name]:>9.1e} {cosines[name]:>9.4f}"
         )
     print("vs torch: the largest Euclidean distance to torch's unit vectors over the probes")
+    print("cos fp32: the smallest cosine to the fp32 ONNX file's vectors over the probes")
 
 
 if __name__ == "__main__":

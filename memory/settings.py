@@ -109,7 +109,10 @@ class CardSettings(BaseModel):
             after ``idle_seconds``. Inline mode archives at folds and ``end_session`` either
             way.
         debounce_seconds: how long that job waits for more messages.
-        embedder: ``minilm`` (all-MiniLM-L6-v2, offline) or ``hashing`` (a model-free fake).
+        embedder: ``minilm`` (all-MiniLM-L6-v2, offline), ``minilm-int8`` (the same model with
+            int8 weights, quantized offline from it: a query embeds faster, its vectors are
+            its own, so a database embedded with one is not opened with the other) or
+            ``hashing`` (a model-free fake).
         rewrite_deadline_ms: the longest ``prepare`` waits for the chat model to rewrite an
             input the rules cannot make self-contained; 0 (the default) never asks the model
             (``prepare`` never waits for an LLM). A late answer is dropped, never awaited.
@@ -129,7 +132,7 @@ class CardSettings(BaseModel):
     idle_seconds: float = Field(default=1_800.0, gt=0)
     archive_promptly: bool = True
     debounce_seconds: float = Field(default=5.0, ge=0)
-    embedder: Literal["minilm", "hashing"] = "minilm"
+    embedder: Literal["minilm", "minilm-int8", "hashing"] = "minilm"
     rewrite_deadline_ms: int = Field(default=0, ge=0)
 
 

@@ -25,6 +25,7 @@ from retrieval.relevance_gate import Gate, relevant_cards
 from retrieval.search import CardDraft, CardIndex, CardQuery, ScoredCard
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
+    MINILM_INT8_NAME,
     MINILM_NAME,
     SentenceTransformerEmbedder,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "HASHING_NAME",
     "LISTS_CUT_CLOSE",
     "MINILM_DIMENSION",
+    "MINILM_INT8_NAME",
     "MINILM_NAME",
     "RECIPES",
     "STOP_WORDS",

@@ -8,6 +8,11 @@ query in about 4 ms where torch takes 10-15. The vectors are torch's within
 ``VECTOR_TOLERANCE`` (tested, and checked on every export), so cards stored by either runtime
 are searched by the other. When the export or the runtime fails, it logs a warning and embeds
 with ``SentenceTransformerEmbedder``, the reference.
+
+``OnnxEmbedder(int8=True)`` embeds with the int8 file quantized from the exported one
+(``retrieval.onnx_int8``), under a model name of its own (``MINILM_INT8_NAME``). It has no
+fallback: torch's vectors are not the int8 ones, and storing them under the int8 name would
+mix two models in one database, so whatever stops the int8 file raises ``EmbeddingError``.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import numpy
 from retrieval.embedder import normalize
 from retrieval.errors import EmbeddingError
 from retrieval.onnx_export import default_cache_dir, ensure_onnx_model
+from retrieval.onnx_int8 import ensure_int8_model
 from retrieval.sentence_transformer import (
     MINILM_DIMENSION,
+    MINILM_INT8_NAME,
     MINILM_NAME,
     SentenceTransformerEmbedder,
     packaged_model_path,
@@ -46,9 +53,9 @@ DEFAULT_ONNX_THREADS: int | None = None
 #: (BENCHMARKS.md, "Where a quiet prepare waits").
 DEFAULT_ONNX_SPINNING = False
 
-# One session per model, cache folder and thread settings per process: finding the file hashes
-# the model's 90 MB, and a session holds the graph's weights.
-_sessions: dict[tuple[str, str, int | None, bool], OnnxSession] = {}
+# One session per model, cache folder, precision and thread settings per process: finding the
+# file hashes the model's 90 MB, and a session holds the graph's weights.
+_sessions: dict[tuple[str, str, bool, int | None, bool], OnnxSession] = {}
 _sessions_lock = threading.Lock()
 
 
@@ -123,7 +130,8 @@ class OnnxSession:
 
 
 class OnnxEmbedder:
-    """all-MiniLM-L6-v2 on ONNX Runtime, exported on first use; torch when that fails."""
+    """all-MiniLM-L6-v2 on ONNX Runtime, exported on first use; torch when that fails (fp32
+    only: the int8 model raises instead)."""
 
     def __init__(
         self,
@@ -133,7 +141,8 @@ class OnnxEmbedder:
         threads: int | None = DEFAULT_ONNX_THREADS,
         spinning: bool = DEFAULT_ONNX_SPINNING,
         batch_size: int = 64,
-        name: str = MINILM_NAME,
+        int8: bool = False,
+        name: str | None = None,
         dimension: int = MINILM_DIMENSION,
     ) -> None:
         """Describe the model; nothing is loaded or exported until the first ``embed``.
@@ -144,7 +153,9 @@ class OnnxEmbedder:
             threads: ONNX Runtime's intra-op threads (``DEFAULT_ONNX_THREADS``).
             spinning: Whether those threads spin between operators (``DEFAULT_ONNX_SPINNING``).
             batch_size: Texts per forward pass.
-            name: The name recorded with the vectors (the same as torch's: same vectors).
+            int8: Embed with the int8 weights (``retrieval.onnx_int8``), never with torch.
+            name: The name recorded with the vectors: by default torch's (the same vectors),
+                or ``MINILM_INT8_NAME`` with ``int8``.
             dimension: The model's output dimension.
 
         Raises:
@@ -157,13 +168,16 @@ class OnnxEmbedder:
         self._threads = threads
         self._spinning = spinning
         self._batch_size = batch_size
-        self._name = name
+        self._int8 = int8
+        self._name = name if name is not None else MINILM_INT8_NAME if int8 else MINILM_NAME
         self._dimension = dimension
         self._lock = threading.Lock()
         self._session: OnnxSession | None = None
         self._reference: SentenceTransformerEmbedder | None = None
         #: Why this embedder runs on torch, when it does (logged once as a warning).
         self.fallback_reason: str | None = None
+        # Why the int8 file is not available, once that is known (raised on every embed).
+        self._int8_failure: EmbeddingError | None = None
 
     @property
     def name(self) -> str:
@@ -186,8 +200,8 @@ class OnnxEmbedder:
         """Embed texts in batches; unit-length vectors.
 
         Raises:
-            EmbeddingError: Neither runtime can load the model, or it returned vectors of
-                another size.
+            EmbeddingError: Neither runtime can load the model, the int8 file cannot be built
+                or loaded (``int8``), or the model returned vectors of another size.
         """
         if not texts:
             return []
@@ -203,16 +217,31 @@ class OnnxEmbedder:
         return vectors
 
     def _load(self) -> OnnxSession | None:
-        """The ONNX session, built and loaded on the first call; None once torch took over."""
+        """The ONNX session, built and loaded on the first call; None once torch took over.
+
+        Raises:
+            EmbeddingError: The int8 file cannot be built or loaded (``int8``).
+        """
         with self._lock:
+            if self._int8_failure is not None:
+                raise self._int8_failure
             if self._session is None and self._reference is None:
                 model = self._path if self._path is not None else packaged_model_path()
                 try:
-                    self._session = _session(model, self._cache_dir, self._threads, self._spinning)
+                    self._session = _session(
+                        model, self._cache_dir, self._int8, self._threads, self._spinning
+                    )
                 # A documented degradation point: whatever stops the export or the runtime
                 # (a torch without the exporter, a full disk, a runtime that rejects the
-                # file), the reference embeds the same vectors, only slower.
-                except Exception as error:  # noqa: BLE001 - a degradation point, see above
+                # file), the reference embeds the same vectors, only slower. Not for int8,
+                # whose vectors torch does not make: that raises.
+                except Exception as error:
+                    if self._int8:
+                        self._int8_failure = EmbeddingError(
+                            f"{self._name} is not available ({type(error).__name__}: {error}); "
+                            "no fallback: torch's vectors are not the int8 model's"
+                        )
+                        raise self._int8_failure from error
                     self.fallback_reason = f"{type(error).__name__}: {error}"
                     logger.warning(
                         "embedding with torch: MiniLM on ONNX Runtime is not available (%s)",
@@ -225,15 +254,18 @@ class OnnxEmbedder:
 
 
 def _session(
-    model: Path, cache_dir: Path | None, threads: int | None, spinning: bool
+    model: Path, cache_dir: Path | None, int8: bool, threads: int | None, spinning: bool
 ) -> OnnxSession:
-    """The process's session of ``model``'s ONNX file, exported first if needed."""
+    """The process's session of ``model``'s ONNX file (int8: quantized from it), exported (and
+    quantized) first if needed."""
     folder = cache_dir or default_cache_dir()
-    key = (str(model), str(folder), threads, spinning)
+    key = (str(model), str(folder), int8, threads, spinning)
     with _sessions_lock:
         session = _sessions.get(key)
         if session is None:
             onnx_file = ensure_onnx_model(model, folder)
+            if int8:
+                onnx_file = ensure_int8_model(onnx_file, model)
             session = _sessions[key] = OnnxSession(
                 onnx_file, model, threads=threads, spinning=spinning
             )

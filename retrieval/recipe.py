@@ -13,7 +13,7 @@ variant.
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.embedder import Embedder, HashingEmbedder
-from retrieval.sentence_transformer import MINILM_NAME
+from retrieval.sentence_transformer import MINILM_INT8_NAME, MINILM_NAME
 
 __all__ = [
     "CUT_FAR_LINES",
@@ -194,7 +194,10 @@ def search_config_for(embedder: Embedder | str) -> SearchConfig:
     """
     if isinstance(embedder, HashingEmbedder) or embedder == HASHING_NAME:
         similarity: float | None = HASHING_MIN_SIMILARITY
-    elif (embedder if isinstance(embedder, str) else embedder.name) == MINILM_NAME:
+    elif (embedder if isinstance(embedder, str) else embedder.name) in (
+        MINILM_NAME,
+        MINILM_INT8_NAME,
+    ):
         similarity = MINILM_MIN_SIMILARITY
     else:
         similarity = None

@@ -29,6 +29,8 @@ DEFAULT_TORCH_THREADS: int | None = None
 #: The name recorded with MiniLM vectors.
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_DIMENSION = 384
+#: The name of MiniLM's int8 vectors (``retrieval.onnx_int8``): not the fp32 ones, so not its name.
+MINILM_INT8_NAME = f"{MINILM_NAME} (int8)"
 
 # One model per path per process: loading takes seconds and hundreds of MB.
 _models: dict[str, Any] = {}

@@ -236,7 +236,7 @@ def _check_embedder(settings: Settings, recorded: tuple[str, int] | None) -> Che
             "the hashing fake embedder is configured (meant for tests)",
             "unset STRATAMEM_CARDS__EMBEDDER to use MiniLM",
         )
-    embedder = OnnxEmbedder()
+    embedder = OnnxEmbedder(int8=settings.cards.embedder == "minilm-int8")
     try:
         [vector] = embedder.embed(["stratamem doctor"])
     except EmbeddingError as error:

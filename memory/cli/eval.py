@@ -33,7 +33,7 @@ from memory.cli.eval_locomo import (
     session_messages,
     user_id_of,
 )
-from memory.cli.eval_updates import register_updates
+from memory.cli.eval_updates import EMBEDDERS, register_updates
 from memory.eval.equal_budgets import BUDGETS
 from memory.eval.locomo import Conversation, LocomoFormatError, load_locomo
 from retrieval import DEFAULT_SEARCH, RECIPES, Embedder, OnnxEmbedder
@@ -79,6 +79,13 @@ def register_eval(subcommands: Subcommands) -> None:
         "reported apart from the others",
     )
     locomo.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        default="minilm",
+        help="minilm (default) or minilm-int8: the cards, the query and the MiniLM baseline "
+        "all embedded with it",
+    )
+    locomo.add_argument(
         "--embedding-cache",
         type=Path,
         help="keep MiniLM's vectors in this file across runs (e.g. under /tmp)",
@@ -99,9 +106,10 @@ def register_eval(subcommands: Subcommands) -> None:
     register_updates(benchmarks)
 
 
-def make_embedder() -> Embedder:
-    """The embedder of the evaluation: MiniLM, offline (tests replace this function)."""
-    return OnnxEmbedder()
+def make_embedder(choice: str) -> Embedder:
+    """The embedder of the evaluation: MiniLM (``minilm-int8``: its int8 weights) on ONNX
+    Runtime, offline (tests replace this function)."""
+    return OnnxEmbedder(int8=choice == "minilm-int8")
 
 
 def _budgets(text: str) -> tuple[int, ...]:
@@ -117,7 +125,7 @@ def _budgets(text: str) -> tuple[int, ...]:
 
 def _run_locomo(args: argparse.Namespace, out: Console) -> int:
     conversations = _load(args.data)[: args.limit]
-    embedder = make_embedder()
+    embedder = make_embedder(args.embedder)
     cache = CachedEmbedder(embedder, args.embedding_cache) if args.embedding_cache else None
     used = cache or embedder
     try:
@@ -146,9 +154,9 @@ def _run_locomo(args: argparse.Namespace, out: Console) -> int:
         f"evidence ids skipped: {report.malformed} malformed, {report.missing} pointing at no turn",
         highlight=False,
     )
-    out.print(f"search recipe: {args.recipe}", highlight=False)
+    out.print(f"search recipe: {args.recipe}; embedder: {embedder.name}", highlight=False)
     if args.json_out is not None:
-        numbers = {"recipe": args.recipe, **report.as_json()}
+        numbers = {"recipe": args.recipe, "embedder": embedder.name, **report.as_json()}
         args.json_out.write_text(json.dumps(numbers, indent=2) + "\n", encoding="utf-8")
     return EXIT_OK
 

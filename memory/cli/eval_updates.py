@@ -41,10 +41,11 @@ from memory.eval.knowledge_updates import (
 )
 from memory.facade import Memory
 from memory.settings import Settings
-from retrieval import Embedder, SentenceTransformerEmbedder
+from retrieval import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
 from storage import CardFilter, CardStore, Database
 
 __all__ = [
+    "EMBEDDERS",
     "ChainReport",
     "ProseChatModel",
     "UpdatesReport",
@@ -55,6 +56,9 @@ __all__ = [
 ]
 
 ChatChoice = Literal["none", "prose"]
+
+#: The embedders an evaluation can run with (``cards.embedder``'s MiniLM choices).
+EMBEDDERS = ("minilm", "minilm-int8")
 
 
 def register_updates(benchmarks: Subcommands) -> None:
@@ -76,6 +80,13 @@ def register_updates(benchmarks: Subcommands) -> None:
         help="none: offline, rules only (default); prose: a chat model that never answers "
         "in JSON, so the rules take over after every call",
     )
+    updates.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        default="minilm",
+        help="minilm (default: torch, the reference) or minilm-int8 (its int8 weights on ONNX "
+        "Runtime): the cards and the questions embedded with it",
+    )
     updates.add_argument("--json", type=Path, dest="json_out", help="also write the numbers here")
     updates.add_argument(
         "--data-dir", type=Path, help="database folder (default: a temporary one, removed after)"
@@ -83,8 +94,11 @@ def register_updates(benchmarks: Subcommands) -> None:
     updates.set_defaults(handler=_run_updates)
 
 
-def make_embedder() -> Embedder:
-    """The embedder of the evaluation: MiniLM, offline (tests replace this function)."""
+def make_embedder(choice: str) -> Embedder:
+    """The embedder of the evaluation: MiniLM on torch, or its int8 weights on ONNX Runtime
+    (``minilm-int8``), offline (tests replace this function)."""
+    if choice == "minilm-int8":
+        return OnnxEmbedder(int8=True)
     return SentenceTransformerEmbedder()
 
 
@@ -233,7 +247,10 @@ def _check_chains(user_id: str, cards: CardStore, report: ChainReport) -> None:
 
 def _run_updates(args: argparse.Namespace, out: Console) -> int:
     users = _load(args.data)[: args.limit]
-    with _memory(args.data_dir, args.chat) as (memory, cards), _progress(out) as progress:
+    with (
+        _memory(args.data_dir, args.chat, args.embedder) as (memory, cards),
+        _progress(out) as progress,
+    ):
         report = evaluate_updates(users, memory, cards, chat=args.chat, progress=progress)
     out.print(_table(report))
     chains = report.chains
@@ -243,9 +260,11 @@ def _run_updates(args: argparse.Namespace, out: Console) -> int:
         f"{chains.several_current} with more than one",
         highlight=False,
     )
+    out.print(f"embedder: {cards.model}", highlight=False)
     if args.json_out is not None:
+        numbers = {"embedder": cards.model, **report.as_json()}
         args.json_out.write_text(
-            json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            json.dumps(numbers, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
     return EXIT_OK
 
@@ -261,7 +280,9 @@ def _load(path: Path) -> list[UpdateUser]:
 
 
 @contextmanager
-def _memory(data_dir: Path | None, chat: ChatChoice) -> Iterator[tuple[Memory, CardStore]]:
+def _memory(
+    data_dir: Path | None, chat: ChatChoice, embedding: str
+) -> Iterator[tuple[Memory, CardStore]]:
     """A ``Memory`` on the embedded database in ``data_dir`` (or a temporary folder).
 
     Offline whatever the environment says (no endpoint; with ``prose``, the prose model), in
@@ -276,8 +297,9 @@ def _memory(data_dir: Path | None, chat: ChatChoice) -> Iterator[tuple[Memory, C
             llm_base_url=None,
             llm_api_key=None,
             summary={"mode": "background", "debounce_seconds": 0},
+            cards={"embedder": embedding},
         )
-        embedder = make_embedder()
+        embedder = make_embedder(embedding)
         model: ChatModel | None = ProseChatModel() if chat == "prose" else None
         memory = stack.enter_context(Memory(database, settings, embedder=embedder, chat=model))
         cards = CardStore(database, model=embedder.name, dimension=embedder.dimension)

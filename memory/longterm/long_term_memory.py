@@ -72,11 +72,11 @@ def default_embedder(settings: CardSettings) -> Embedder:
     """The embedder the settings name; MiniLM loads on its first ``embed``, never before.
 
     MiniLM runs on ONNX Runtime (exported once from the packaged weights), or on torch, the
-    reference, where that is not possible.
+    reference, where that is not possible; ``minilm-int8`` on ONNX Runtime only.
     """
     if settings.embedder == "hashing":
         return HashingEmbedder()
-    return OnnxEmbedder()
+    return OnnxEmbedder(int8=settings.embedder == "minilm-int8")
 
 
 class LongTermMemory:

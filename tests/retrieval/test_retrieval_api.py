@@ -25,6 +25,7 @@ def test_public_names() -> None:
         "HashingEmbedder",
         "LISTS_CUT_CLOSE",
         "MINILM_DIMENSION",
+        "MINILM_INT8_NAME",
         "MINILM_NAME",
         "OnnxEmbedder",
         "OpenAIEmbedder",

@@ -296,8 +296,9 @@ def locomo_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The real MiniLM takes longer to load than the whole run: the hashing fake keeps it short.
-    monkeypatch.setattr(eval_cli, "make_embedder", HashingEmbedder)
+    # The real MiniLM takes longer to load than the whole run: the hashing fake keeps it short,
+    # named after the choice it stands for.
+    monkeypatch.setattr(eval_cli, "make_embedder", lambda choice: HashingEmbedder(name=choice))
 
 
 @pytest.mark.usefixtures("hashing_embedder")
@@ -314,10 +315,12 @@ def test_eval_locomo_reports_recall_at_token_budgets_beside_turn_baselines(
     cache = tmp_path / "vectors.pkl"
     args = ["eval", "locomo", "--data", str(locomo_file), "--data-dir", str(fresh_data_dir)]
     options = ["--budgets", "40,400", "--split", "c1", "--embedding-cache", str(cache)]
+    options += ["--embedder", "minilm-int8"]
     assert main([*args, *options, "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
     report = json.loads(out_json.read_text(encoding="utf-8"))
     assert (report["k"], report["budgets"], report["conversations"]) == (10, [40, 400], 2)
+    assert report["embedder"] == "minilm-int8"
     assert (report["evidence_ids_malformed"], report["evidence_ids_missing"]) == (2, 2)
     groups = report["groups"]
     assert {name: group["conversations"] for name, group in groups.items()} == {

@@ -203,8 +203,9 @@ def updates_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    # MiniLM takes longer to load than the whole run: the hashing fake keeps it short.
-    monkeypatch.setattr(updates_cli, "make_embedder", HashingEmbedder)
+    # MiniLM takes longer to load than the whole run: the hashing fake keeps it short, named
+    # after the choice it stands for.
+    monkeypatch.setattr(updates_cli, "make_embedder", lambda choice: HashingEmbedder(name=choice))
 
 
 @pytest.mark.usefixtures("hashing_embedder")
@@ -221,11 +222,13 @@ def test_eval_updates_records_asks_and_reports_per_language_and_kind(
     monkeypatch.setenv("COLUMNS", "120")
     out_json = tmp_path / "report.json"
     args = ["eval", "updates", "--data", str(updates_file), "--data-dir", str(fresh_data_dir)]
-    assert main([*args, "--chat", chat, "--json", str(out_json)]) == 0
+    embedder = "minilm-int8" if chat == "prose" else "minilm"
+    options = ["--chat", chat, "--embedder", embedder, "--json", str(out_json)]
+    assert main([*args, *options]) == 0
     out = capsys.readouterr().out
     report = json.loads(out_json.read_text(encoding="utf-8"))
 
-    assert (report["users"], report["chat"]) == (2, chat)
+    assert (report["users"], report["chat"], report["embedder"]) == (2, chat, embedder)
     assert list(report["rows"]) == [
         "en update", "en previous", "en stable", "zh update", "en", "zh", "all",
     ]  # fmt: skip
