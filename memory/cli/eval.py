@@ -33,16 +33,16 @@ from memory.cli.eval_locomo import (
     session_messages,
     user_id_of,
 )
-from memory.cli.eval_updates import EMBEDDERS, register_updates
+from memory.cli.eval_updates import register_updates
 from memory.eval.equal_budgets import BUDGETS
 from memory.eval.locomo import Conversation, LocomoFormatError, load_locomo
-from retrieval import DEFAULT_SEARCH, RECIPES, Embedder, OnnxEmbedder
+from memory.eval.offline import EMBEDDERS, make_embedder
+from retrieval import DEFAULT_SEARCH, RECIPES
 
 __all__ = [
     "EvalReport",
     "MemoryBackend",
     "evaluate",
-    "make_embedder",
     "register_eval",
     "session_messages",
     "user_id_of",
@@ -104,12 +104,6 @@ def register_eval(subcommands: Subcommands) -> None:
     )
     locomo.set_defaults(handler=_run_locomo)
     register_updates(benchmarks)
-
-
-def make_embedder(choice: str) -> Embedder:
-    """The embedder of the evaluation: MiniLM (``minilm-int8``: its int8 weights) on ONNX
-    Runtime, offline (tests replace this function)."""
-    return OnnxEmbedder(int8=choice == "minilm-int8")
 
 
 def _budgets(text: str) -> tuple[int, ...]:

@@ -39,26 +39,21 @@ from memory.eval.knowledge_updates import (
     session_messages,
     summarize,
 )
+from memory.eval.offline import EMBEDDERS, make_embedder
 from memory.facade import Memory
 from memory.settings import Settings
-from retrieval import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
 from storage import CardFilter, CardStore, Database
 
 __all__ = [
-    "EMBEDDERS",
     "ChainReport",
     "ProseChatModel",
     "UpdatesReport",
     "evaluate_updates",
-    "make_embedder",
     "prompt_text",
     "register_updates",
 ]
 
 ChatChoice = Literal["none", "prose"]
-
-#: The embedders an evaluation can run with (``cards.embedder``'s MiniLM choices).
-EMBEDDERS = ("minilm", "minilm-int8")
 
 
 def register_updates(benchmarks: Subcommands) -> None:
@@ -84,22 +79,14 @@ def register_updates(benchmarks: Subcommands) -> None:
         "--embedder",
         choices=EMBEDDERS,
         default="minilm",
-        help="minilm (default: torch, the reference) or minilm-int8 (its int8 weights on ONNX "
-        "Runtime): the cards and the questions embedded with it",
+        help="minilm (default) or minilm-int8 (its int8 weights): the cards and the questions "
+        "embedded with it",
     )
     updates.add_argument("--json", type=Path, dest="json_out", help="also write the numbers here")
     updates.add_argument(
         "--data-dir", type=Path, help="database folder (default: a temporary one, removed after)"
     )
     updates.set_defaults(handler=_run_updates)
-
-
-def make_embedder(choice: str) -> Embedder:
-    """The embedder of the evaluation: MiniLM on torch, or its int8 weights on ONNX Runtime
-    (``minilm-int8``), offline (tests replace this function)."""
-    if choice == "minilm-int8":
-        return OnnxEmbedder(int8=True)
-    return SentenceTransformerEmbedder()
 
 
 class ProseChatModel:

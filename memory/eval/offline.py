@@ -12,11 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from memory.facade import Memory
-from memory.settings import Settings
+from memory.longterm.long_term_memory import default_embedder
+from memory.settings import CardSettings, Settings
 from retrieval import DEFAULT_SEARCH, CardIndex, Embedder, SearchConfig, search_config_for
 from storage import Database
 
-__all__ = ["offline_memory"]
+__all__ = ["EMBEDDERS", "make_embedder", "offline_memory"]
+
+#: The embedders an evaluation can run with (``cards.embedder``'s MiniLM choices).
+EMBEDDERS = ("minilm", "minilm-int8")
+
+
+def make_embedder(choice: str) -> Embedder:
+    """The embedder a user gets with ``cards.embedder = choice``: MiniLM on ONNX Runtime
+    (``minilm-int8``: its int8 weights), offline (tests replace this function)."""
+    return default_embedder(CardSettings(embedder=choice))
 
 
 def offline_memory(
