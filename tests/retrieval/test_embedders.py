@@ -139,10 +139,11 @@ def test_minilm_vectors_are_what_sentence_transformers_encode_gives(
     # ``encode`` past the model's 256 tokens.
     texts = ["", "hi", "我叫李雷。我住在上海。", "word " * 600, "What did we decide last week?"]
     small_batches = SentenceTransformerEmbedder(batch_size=2)
+
+    vectors = small_batches.embed(texts)  # loads the model, whatever ran before
+
     model = st_module._models[str(small_batches._model_path())]
     encoded = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
-
-    vectors = small_batches.embed(texts)
 
     assert len(vectors) == len(texts)
     for vector, expected in zip(vectors, encoded.tolist(), strict=True):
