@@ -19,6 +19,7 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "EXPORT_FORMAT",
     "PROBE_TEXTS",
     "VECTOR_TOLERANCE",
+    "build_once",
     "default_cache_dir",
     "ensure_onnx_model",
     "model_key",
@@ -98,19 +100,37 @@ def ensure_onnx_model(model: Path, cache_dir: Path) -> Path:
     if target.is_file():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(cache_dir / f"{target.name}.lock")):
+
+    def export(partial: Path) -> None:
+        _export(model, partial)
+        _check(model, partial)
+
+    took = build_once(target, cache_dir / f"{target.name}.lock", export)
+    if took is not None:
+        logger.info("exported %s to %s in %.1f s", model, target, took)
+    return target
+
+
+def build_once(target: Path, lock: Path, build: Callable[[Path], None]) -> float | None:
+    """Make ``target`` with ``build`` unless it is there, under the file lock ``lock``: two
+    processes take turns, and the second finds the first's file. ``build`` writes (and checks)
+    a file aside, which is renamed to ``target`` only when it returns, so no process ever opens
+    a half-written file; whatever it raises, nothing is kept.
+
+    Returns:
+        The seconds the build took, or None when ``target`` was there.
+    """
+    with FileLock(str(lock)):
         if target.is_file():  # another process built it while this one waited
-            return target
+            return None
         started = time.perf_counter()
-        partial = cache_dir / f".{target.name}.{os.getpid()}.partial"
+        partial = target.parent / f".{target.name}.{os.getpid()}.partial"
         try:
-            _export(model, partial)
-            _check(model, partial)
+            build(partial)
             os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
-    logger.info("exported %s to %s in %.1f s", model, target, time.perf_counter() - started)
-    return target
+    return time.perf_counter() - started
 
 
 def vector_distance(a: list[float], b: list[float]) -> float:

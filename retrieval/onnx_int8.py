@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from retrieval.errors import EmbeddingError
-from retrieval.onnx_export import PROBE_TEXTS
+from retrieval.onnx_export import PROBE_TEXTS, build_once
 
 __all__ = ["INT8_MIN_COSINE", "QUANTIZE_OPTIONS", "ensure_int8_model", "int8_key"]
 
@@ -72,18 +68,14 @@ def ensure_int8_model(fp32_file: Path, model: Path) -> Path:
     target = folder / f"minilm-int8-{int8_key(fp32_file)[:24]}.onnx"
     if target.is_file():
         return target
-    with FileLock(str(folder / f"{fp32_file.name}.lock")):
-        if target.is_file():  # another process built it while this one waited
-            return target
-        started = time.perf_counter()
-        partial = folder / f".{target.name}.{os.getpid()}.partial"
-        try:
-            _quantize(fp32_file, partial)
-            _check(fp32_file, partial, model)
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
-    logger.info("quantized %s to %s in %.1f s", fp32_file, target, time.perf_counter() - started)
+
+    def quantize(partial: Path) -> None:
+        _quantize(fp32_file, partial)
+        _check(fp32_file, partial, model)
+
+    took = build_once(target, folder / f"{fp32_file.name}.lock", quantize)
+    if took is not None:
+        logger.info("quantized %s to %s in %.1f s", fp32_file, target, took)
     return target
 
 

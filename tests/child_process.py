@@ -65,6 +65,24 @@ class Child:
         return self.process.wait()
 
 
+def race(script: Path, *args: str, count: int = 2) -> list[str]:
+    """Start ``count`` children of ``script``, wait until each says ``ready``, tell them all to
+    go at once, and return the line each said then (each must exit 0)."""
+    children = [Child(script, *args) for _ in range(count)]
+    try:
+        for child in children:
+            child.expect("ready")
+        for child in children:
+            child.tell("go")
+        said = [child.read() for child in children]
+        assert [child.finish() for child in children] == [0] * count
+    finally:
+        for child in children:
+            if child.process.poll() is None:
+                child.kill()
+    return said
+
+
 class Spawn(Protocol):
     """The ``spawn`` fixture: start a child that is killed if still alive when the test ends."""
 

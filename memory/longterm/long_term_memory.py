@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import cache, partial
 
 from memory.cards import (
     CardExtractor,
@@ -321,24 +322,16 @@ class LongTermMemory:
                 question=query,
             )
             questions = Questions(pricing)
-            # A memory's tokens by its text: the report counts what the walk priced already.
-            priced: dict[str, int] = {}
+            # Each text counted once: the walk asks again, the report counts what it priced.
+            tokens = cache(partial(memory_tokens, self._counter))
             for text in questions:  # answered here: the walk never calls up into memory
-                if text not in priced:
-                    priced[text] = memory_tokens(self._counter, text)
-                questions.answer(priced[text])
+                questions.answer(tokens(text))
             excerpts = questions.result
             memories += [
                 RetrievedMemory(text=e.text, score=e.score, id=str(e.cards[0].card.id))
                 for e in excerpts
             ]
-            recalled += [
-                recalled_excerpt(
-                    e,
-                    priced[e.text] if e.text in priced else memory_tokens(self._counter, e.text),
-                )
-                for e in excerpts
-            ]
+            recalled += [recalled_excerpt(e, tokens(e.text)) for e in excerpts]
         return Recall(tuple(memories), RecallState(query, method, tuple(recalled)))
 
     def _fresh_hits(

@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from child_process import TESTS, Child
+from child_process import TESTS, race
 
 from retrieval import MINILM_DIMENSION, MINILM_NAME, CardIndex, SentenceTransformerEmbedder
 from retrieval.onnx_export import default_cache_dir
@@ -30,18 +30,7 @@ def onnx_race(user_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     PATH`` or ``found PATH``). The file is then put in the run's user cache when not there
     yet, so later embedders of the run find it instead of exporting again."""
     folder = tmp_path_factory.mktemp("onnx-race")
-    children = [Child(TESTS / "retrieval" / "onnx_build_child.py", str(folder)) for _ in range(2)]
-    try:
-        for child in children:
-            child.expect("ready")
-        for child in children:
-            child.tell("go")
-        said = [child.read() for child in children]
-        assert [child.finish() for child in children] == [0, 0]
-    finally:
-        for child in children:
-            if child.process.poll() is None:
-                child.kill()
+    said = race(TESTS / "retrieval" / "model_build_child.py", "onnx", str(folder))
     built = Path(said[0].split(" ", 1)[1])
     cached = default_cache_dir() / built.name
     if not cached.exists():

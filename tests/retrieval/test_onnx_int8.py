@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from child_process import TESTS, Child
+from child_process import TESTS, race
 
 from retrieval import MINILM_INT8_NAME, MINILM_NAME, EmbeddingError, OnnxEmbedder, onnx_int8
 from retrieval.onnx_export import PROBE_TEXTS, default_cache_dir, model_key
@@ -63,18 +63,7 @@ def test_two_processes_quantizing_at_once_build_once_and_leave_no_partial_file(
     cache: Path,
 ) -> None:
     [fp32] = list(cache.iterdir())
-    children = [Child(TESTS / "retrieval" / "int8_build_child.py", str(fp32)) for _ in range(2)]
-    try:
-        for child in children:
-            child.expect("ready")
-        for child in children:
-            child.tell("go")
-        said = [child.read() for child in children]
-        assert [child.finish() for child in children] == [0, 0]
-    finally:
-        for child in children:
-            if child.process.poll() is None:
-                child.kill()
+    said = race(TESTS / "retrieval" / "model_build_child.py", "int8", str(fp32))
 
     assert sorted(line.split(" ", 1)[0] for line in said) == ["built", "found"]
     [path] = {Path(line.split(" ", 1)[1]) for line in said}
