@@ -18,8 +18,8 @@ from memory import Memory, Settings
 from memory.context.assembler import AssembledContext
 from memory.errors import InvalidHistoryError
 from memory.longterm.recall_ahead import RecallAhead, _Searched
-from retrieval import MINILM_NAME, HashingEmbedder
-from storage import Card, Database
+from retrieval import MINILM_NAME, CardIndex, HashingEmbedder
+from storage import Card, Database, DatabaseUnavailableError
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +134,34 @@ def test_the_keyed_cards_read_ahead_are_given_only_for_messages_all_looked_up() 
     nothing: Future[_Searched] = Future()
     nothing.set_result(_Searched([], "q", None, 3, []))  # no turn card found
     assert RecallAhead(nothing).keyed_from_messages([1]) is None
+
+
+def test_a_keyed_lookup_read_ahead_that_fails_fails_the_recall_not_the_request(
+    own_database: Database, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = memory(own_database)
+    remember(mem, user_id)
+    kept = _cards(own_database, user_id)
+
+    def unavailable(*args: Any, **kwargs: Any) -> list[Card]:
+        raise DatabaseUnavailableError("the server restarted")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(CardIndex, "keyed_from_messages", unavailable)
+        context = mem.prepare(user_id=user_id, session_id="s1", input="which VPN gateway?")
+
+    assert context.messages[-1]["content"] == "which VPN gateway?"
+    assert context.report.recall is not None and context.report.recall.failed
+    stored = mem.history(user_id=user_id, session_id="s1")
+    assert [m.payload["content"] for m in stored] == ["which VPN gateway?"]
+    assert _cards(own_database, user_id) == kept != []  # every card kept
+
+    again = mem.prepare(user_id=user_id, session_id="s1", input="which VPN gateway, again?")
+    recall = again.report.recall
+    assert recall is not None and not recall.failed and recall.cards
+
+
+def _cards(database: Database, user_id: str) -> list[str]:
+    with database.engine.connect() as connection:
+        query = text("SELECT text FROM cards WHERE user_id = :user_id ORDER BY id")
+        return list(connection.execute(query, {"user_id": user_id}).scalars())
