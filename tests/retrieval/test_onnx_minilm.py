@@ -7,11 +7,13 @@ vector is compared with.
 
 import logging
 import shutil
+from collections import Counter
 from pathlib import Path
 
+import onnx as onnx_files
 import pytest
 
-from retrieval import OnnxEmbedder, SentenceTransformerEmbedder
+from retrieval import OnnxEmbedder, SentenceTransformerEmbedder, onnx_export
 from retrieval.onnx_export import VECTOR_TOLERANCE, model_key, vector_distance
 from retrieval.sentence_transformer import packaged_model_path
 
@@ -72,6 +74,42 @@ def test_onnx_vectors_are_the_torch_models_within_the_tolerance(
     assert vector_distance(batched[-1], batched[-2]) == 0.0
     assert len(batched[0]) == onnx.dimension == minilm.dimension
     assert onnx.name == minilm.name  # the same vectors: cards from either runtime are searched
+
+
+@pytest.mark.slow
+def test_the_export_is_fused_one_attention_operator_per_layer(
+    onnx_race: tuple[Path, list[str]],
+) -> None:
+    built = onnx_race[1][0].split(" ", 1)[1]
+    operators = Counter(node.op_type for node in onnx_files.load(built).graph.node)
+
+    assert operators["Attention"] == 6  # MiniLM-L6: six layers, each one fused operator
+    assert operators["EmbedLayerNormalization"] == 1
+    assert operators["SkipLayerNormalization"] == 12
+    assert operators["Softmax"] == operators["Erf"] == 0  # nothing left unfused
+
+
+@pytest.mark.slow
+def test_a_fusion_that_fails_keeps_the_unfused_export_with_a_warning(
+    tmp_path: Path,
+    minilm: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def fails(*args: object, **kwargs: object) -> None:
+        raise ValueError("no fusion for this graph")
+
+    monkeypatch.setattr("onnxruntime.transformers.optimizer.optimize_model", fails)
+    with caplog.at_level(logging.WARNING, logger="retrieval.onnx_export"):
+        built = onnx_export.ensure_onnx_model(packaged_model_path(), tmp_path)
+    operators = Counter(node.op_type for node in onnx_files.load(str(built)).graph.node)
+    vectors = OnnxEmbedder(cache_dir=tmp_path).embed(TEXTS[:3])
+
+    assert "kept the unfused ONNX export" in caplog.text
+    assert "no fusion for this graph" in caplog.text
+    assert operators["Attention"] == 0 and operators["Softmax"] == 6
+    distances = map(vector_distance, vectors, minilm.embed(TEXTS[:3]))
+    assert max(distances) <= VECTOR_TOLERANCE
 
 
 def test_an_export_that_cannot_be_written_falls_back_to_torch_with_a_warning(
