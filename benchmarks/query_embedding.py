@@ -10,18 +10,23 @@ over English, Chinese and past-the-window texts. Runtimes: torch through the mod
 ONNX file (``OnnxEmbedder``) with ONNX Runtime's own thread count (sleeping between operators,
 the default), spinning, and with 1 and 2 threads, and ``cards.embedder = "minilm-int8"``
 (``OnnxEmbedder(int8=True)``: the file quantized by ``retrieval.onnx_int8``, own threads).
+Beside them, the graph as it was exported before ``retrieval.onnx_export`` fused it, and its
+int8 quantization ("unfused": built in a temporary folder, own threads): the fusion's gain.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from benchmarks.machine import CpuSteal, machine_state
-from retrieval import OnnxEmbedder, SentenceTransformerEmbedder
+from retrieval import OnnxEmbedder, SentenceTransformerEmbedder, onnx_export, onnx_int8
 from retrieval.onnx_export import vector_distance
+from retrieval.onnx_minilm import OnnxSession
 from retrieval.sentence_transformer import load_model, packaged_model_path
 
 QUERIES = [
@@ -58,11 +63,35 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def unfused(folder: Path) -> dict[str, Callable[[Sequence[str]], list[list[float]]]]:
+    """The export before fusion, fp32 and int8, built in ``folder``."""
+    model = packaged_model_path()
+    fp32, int8 = folder / "unfused.onnx", folder / "unfused-int8.onnx"
+    onnx_export._export(model, fp32)
+    onnx_int8._quantize(fp32, int8)
+    sessions = {
+        name: OnnxSession(path, model, threads=None)
+        for name, path in (("onnx unfused", fp32), ("int8 unfused", int8))
+    }
+    return {
+        name: lambda texts, session=session: session.embed(texts, batch_size=64)
+        for name, session in sessions.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="single queries per runtime")
     parser.add_argument("--batches", type=int, default=5, help="batches of 64 per runtime")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        measure(args, unfused(Path(folder)))
+
+
+def measure(
+    args: argparse.Namespace, unfused: dict[str, Callable[[Sequence[str]], list[list[float]]]]
+) -> None:
+    """Time every runtime, alternating call by call, and print the table."""
     torch_modules = SentenceTransformerEmbedder()
     model = load_model(packaged_model_path())
     onnx = OnnxEmbedder()
@@ -76,6 +105,7 @@ def main() -> None:
         "onnx 1 thread": OnnxEmbedder(threads=1).embed,
         "onnx 2 threads": OnnxEmbedder(threads=2).embed,
         "minilm-int8": OnnxEmbedder(int8=True).embed,
+        **unfused,
     }
     reference = torch_modules.embed(PROBES)
     fp32 = onnx.embed(PROBES)
