@@ -22,6 +22,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from time import monotonic
 from typing import Literal
 
 import numpy
@@ -52,6 +53,11 @@ DEFAULT_ONNX_THREADS: int | None = None
 #: 24.0 against 27.1 ms p50 quiet, 73 against 101 ms beside a worker at load 15
 #: (BENCHMARKS.md, "Where a quiet prepare waits").
 DEFAULT_ONNX_SPINNING = False
+
+#: How long an int8 file that could not be built or loaded is not tried again: every ``embed``
+#: in between raises the same error at once instead of quantizing for seconds again, and a cause
+#: that passes (a full disk freed, a cache folder fixed) needs no restart of the process.
+INT8_RETRY_SECONDS = 60.0
 
 # One session per model, cache folder, precision and thread settings per process: finding the
 # file hashes the model's 90 MB, and a session holds the graph's weights.
@@ -176,8 +182,9 @@ class OnnxEmbedder:
         self._reference: SentenceTransformerEmbedder | None = None
         #: Why this embedder runs on torch, when it does (logged once as a warning).
         self.fallback_reason: str | None = None
-        # Why the int8 file is not available, once that is known (raised on every embed).
-        self._int8_failure: EmbeddingError | None = None
+        # Why the int8 file is not available and when that was found: raised by every embed
+        # until ``INT8_RETRY_SECONDS`` have passed.
+        self._int8_failure: tuple[EmbeddingError, float] | None = None
 
     @property
     def name(self) -> str:
@@ -224,7 +231,10 @@ class OnnxEmbedder:
         """
         with self._lock:
             if self._int8_failure is not None:
-                raise self._int8_failure
+                failure, found = self._int8_failure
+                if monotonic() - found < INT8_RETRY_SECONDS:
+                    raise failure
+                self._int8_failure = None
             if self._session is None and self._reference is None:
                 model = self._path if self._path is not None else packaged_model_path()
                 try:
@@ -237,11 +247,12 @@ class OnnxEmbedder:
                 # whose vectors torch does not make: that raises.
                 except Exception as error:
                     if self._int8:
-                        self._int8_failure = EmbeddingError(
+                        failure = EmbeddingError(
                             f"{self._name} is not available ({type(error).__name__}: {error}); "
                             "no fallback: torch's vectors are not the int8 model's"
                         )
-                        raise self._int8_failure from error
+                        self._int8_failure = failure, monotonic()
+                        raise failure from error
                     self.fallback_reason = f"{type(error).__name__}: {error}"
                     logger.warning(
                         "embedding with torch: MiniLM on ONNX Runtime is not available (%s)",

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from child_process import TESTS, race
 
-from retrieval import MINILM_INT8_NAME, MINILM_NAME, EmbeddingError, OnnxEmbedder, onnx_int8
+from retrieval import (
+    MINILM_INT8_NAME,
+    MINILM_NAME,
+    EmbeddingError,
+    OnnxEmbedder,
+    onnx_int8,
+    onnx_minilm,
+)
 from retrieval.onnx_export import PROBE_TEXTS, default_cache_dir, model_key
 from retrieval.onnx_int8 import INT8_MIN_COSINE, int8_key
 from retrieval.sentence_transformer import packaged_model_path
@@ -88,6 +95,32 @@ def test_an_int8_file_that_fails_its_check_is_not_kept_and_torch_does_not_stand_
     assert second.value is first.value
     assert embedder.runtime is None and embedder.fallback_reason is None
     assert not [path for path in cache.iterdir() if "int8" in path.name]
+
+
+@pytest.mark.slow
+def test_an_int8_file_that_could_not_be_built_is_tried_again_after_a_while(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1_000.0]
+    monkeypatch.setattr(onnx_minilm, "monotonic", lambda: now[0])
+    monkeypatch.setattr(onnx_int8, "INT8_MIN_COSINE", 1.01)  # the first build fails its check
+    embedder = OnnxEmbedder(cache_dir=cache, int8=True)
+    with pytest.raises(EmbeddingError) as failed:
+        embedder.embed(["Where do I live now?"])
+    monkeypatch.setattr(onnx_int8, "INT8_MIN_COSINE", 0.95)  # the cause passed
+
+    now[0] += onnx_minilm.INT8_RETRY_SECONDS - 1
+    with pytest.raises(EmbeddingError) as soon:  # not tried again yet: the same error at once
+        embedder.embed(["Where do I live now?"])
+    assert soon.value is failed.value
+    assert not [path for path in cache.iterdir() if "int8" in path.name]
+
+    now[0] += 1
+    [vector] = embedder.embed(["Where do I live now?"])
+
+    assert embedder.runtime == "onnx" and embedder.name == MINILM_INT8_NAME
+    assert len(vector) == 384
+    assert [path for path in cache.iterdir() if path.name.startswith("minilm-int8-")]
 
 
 def test_an_unwritable_cache_raises_instead_of_embedding_with_torch(tmp_path: Path) -> None:
