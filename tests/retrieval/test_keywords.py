@@ -88,9 +88,9 @@ def _analyzed_plainly(text: str) -> list[str]:
 # Pieces of text joined: Latin words, apostrophes (straight, curly, possessive), runs of CJK,
 # kana and Hangul, other scripts below and above the CJK blocks, full-width forms and
 # ligatures NFKC folds, digits, punctuation, stop words; and any characters between them.
-_PIECES = [" ", "Lyon's", "it\u2019s", "'tea'", "researching", "the", "のアカ", "猫们用的",
-           "한국어", "\u0416\u0436", "\u0e01\u0e02", "\uff21\uff42", "\ufb01sh", "caf\u00e9",
-           ",", "?", "3rd", "_"]  # fmt: skip
+_PIECES = [" ", "Lyon's", "O'Neil", "rock'n'roll", "it\u2019s", "'tea'", "researching", "the",
+           "のアカ", "猫们用的", "한국어", "\u0416\u0436", "\u0e01\u0e02", "\uff21\uff42",
+           "\ufb01sh", "caf\u00e9", ",", "?", "3rd", "_"]  # fmt: skip
 _MIXED = st.lists(st.sampled_from(_PIECES) | st.text(max_size=3), max_size=12).map("".join)
 
 
