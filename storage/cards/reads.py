@@ -72,15 +72,15 @@ class CardReads:
         with driver_autocommit(self._database) as connection:
             rows = connection.execute(
                 _GET_MANY_WITH_TERMS if terms else _GET_MANY,
-                {"user_id": user_id, "ids": list(card_ids)},
+                {"user_id": user_id, "ids": _id_array(card_ids)},
                 binary=True,
-            )
-            if terms:
-                with_terms = {
-                    card.id: (card, frozenset(row[-1])) for row in rows for card in [card_of(row)]
-                }
-                return [with_terms[i] for i in card_ids if i in with_terms]
-            by_id = {card.id: card for card in map(card_of, rows)}
+            ).fetchall()  # at once: row by row costs calls in Python (54 rows: 0.13 ms)
+        if terms:
+            with_terms = {
+                card.id: (card, frozenset(row[-1])) for row in rows for card in [card_of(row)]
+            }
+            return [with_terms[i] for i in card_ids if i in with_terms]
+        by_id = {card.id: card for card in map(card_of, rows)}
         return [by_id[i] for i in card_ids if i in by_id]
 
     def list_cards(
@@ -169,6 +169,17 @@ class CardReads:
             return []
         with driver_autocommit(self._database) as connection:
             rows = connection.execute(
-                _KEYED_FROM_MESSAGES, {"user_id": user_id, "ids": list(message_ids)}, binary=True
+                _KEYED_FROM_MESSAGES,
+                {"user_id": user_id, "ids": _id_array(message_ids)},
+                binary=True,
             ).fetchall()
         return [card_of(row) for row in rows]
+
+
+def _id_array(ids: Sequence[int]) -> str:
+    """``ids`` as a ``bigint[]`` literal (``{1,2,3}``), for a parameter cast to ``bigint[]``.
+
+    Given a list, psycopg's dumper checks each element with a regular expression in Python (54
+    ids: 0.15 ms of a search's CPU); the server reads the literal instead.
+    """
+    return "{" + ",".join(str(int(i)) for i in ids) + "}"

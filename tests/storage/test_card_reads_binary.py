@@ -1,14 +1,16 @@
-"""The reads of cards ask for binary results (``storage.cards.reads``): the cards are the ones
-the text format gives, value for value, every column set."""
+"""The reads of cards ask for binary results and send ids as a literal (``storage.cards.reads``):
+the cards are the ones the text format gives, value for value, every column set."""
 
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from card_samples import MODEL, new_card
 from sqlalchemy import text
 from storage_samples import user
 
 from storage import Card, CardFilter, CardStore, Database, MessageStore
+from storage.cards.reads import _id_array
 from storage.cards.rows import CARD_COLUMNS, card_of
 
 
@@ -60,3 +62,9 @@ def test_every_read_of_cards_gives_the_cards_the_text_format_gives(
     assert {frozenset(terms) for _, terms in store.get_many(user_id, [new.id], terms=True)} == {
         frozenset({"user", "lives", "in", "berlin"})
     }
+
+
+def test_ids_are_sent_as_a_bigint_literal_of_integers_only() -> None:
+    assert _id_array([3, 2**40, 1]) == "{3,1099511627776,1}"
+    with pytest.raises(ValueError):
+        _id_array(["1},{2"])  # type: ignore[list-item]  # never text into the literal
