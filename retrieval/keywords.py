@@ -21,6 +21,10 @@ __all__ = ["STOP_WORDS", "analyze", "is_cjk_term", "term_frequencies"]
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)*")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+#: The lowest character of ``_CJK``: a token starting below it is no CJK run.
+_CJK_LOWEST = "\u3040"
+#: ``_TOKEN`` over ASCII text, where a letter or digit is one of these: twice as fast.
+_ASCII_TOKEN = re.compile(r"[a-zA-Z0-9]+(?:'[a-zA-Z0-9]+)*")
 
 
 _local = threading.local()
@@ -42,12 +46,18 @@ def _stemmer() -> snowballstemmer.stemmer:
     return stemmer
 
 
-def _stem(word: str) -> str:
-    """The Snowball stem of a word, remembered by this thread (forgotten all at once when
-    ``_REMEMBERED_STEMS`` are held)."""
+def _stems() -> dict[str, str]:
+    """The stems this thread remembers, by word."""
     stems: dict[str, str] | None = getattr(_local, "stems", None)
     if stems is None:
         stems = _local.stems = {}
+    return stems
+
+
+def _stem(word: str) -> str:
+    """The Snowball stem of a word, remembered by this thread (forgotten all at once when
+    ``_REMEMBERED_STEMS`` are held)."""
+    stems = _stems()
     stem = stems.get(word)
     if stem is None:
         if len(stems) >= _REMEMBERED_STEMS:
@@ -72,16 +82,26 @@ def analyze(text: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
         The terms, e.g. ``["caroline", "research", "adopt", "agenc"]``.
     """
     normalized = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
+    # Recall analyses every line it weighs, most of them new (30 us a line took half of its
+    # excerpts' CPU), so the loop skips what cannot apply: a token is a CJK run or holds no CJK
+    # character (``_TOKEN``), so only one starting at or above the first CJK block can be a
+    # run; a token without an apostrophe has no possessive; a stem remembered is looked up
+    # here, without a call; ASCII text is split by an ASCII pattern. The same terms: the
+    # benchmark's messages took 29 us each, 13 so (alternating in one process).
+    stems = _stems()
     terms: list[str] = []
-    for token in _TOKEN.findall(normalized):
-        if _CJK_RUN.match(token):
+    tokens = _ASCII_TOKEN if normalized.isascii() else _TOKEN
+    for token in tokens.findall(normalized):
+        if token[0] >= _CJK_LOWEST and _CJK_RUN.match(token):
             terms.extend(_bigrams(token))
             continue
-        if token.endswith("'s"):
-            token = token[:-2]
-        token = token.replace("'", "")
+        if "'" in token:
+            if token.endswith("'s"):
+                token = token[:-2]
+            token = token.replace("'", "")
         if token and token not in stop_words:
-            terms.append(_stem(token))
+            stem = stems.get(token)
+            terms.append(stem if stem is not None else _stem(token))
     return terms
 
 

@@ -12,6 +12,7 @@ Words, not a model: this runs on every request.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["ASKED_ATTRIBUTES", "asks_about_the_past", "attributes_asked"]
 
@@ -45,6 +46,11 @@ ASKED_ATTRIBUTES: dict[str, re.Pattern[str]] = {
 }
 
 
+# Both are remembered by query: recall asks them of one query several times (for its search,
+# its validity and its excerpts), 70-90 us of regular expressions each time.
+
+
+@lru_cache(maxsize=256)
 def asks_about_the_past(query: str) -> bool:
     """Whether ``query`` asks what held before (an earlier home, job, phone), in English or Chinese.
 
@@ -59,6 +65,7 @@ def asks_about_the_past(query: str) -> bool:
     )
 
 
+@lru_cache(maxsize=256)
 def attributes_asked(query: str) -> tuple[str, ...]:
     """The user's properties ``query`` names (``city``, ``employer``, ``allergy:`` ...), in the
     order of ``ASKED_ATTRIBUTES``; none for a query that names none."""

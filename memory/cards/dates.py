@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
-from functools import partial
+from functools import lru_cache, partial
 
 from memory.cards.date_direction import Lean, lean_reader
-from memory.cards.date_rules import RULES, Period, period_end
+from memory.cards.date_rules import RULES, Period, _Rule, period_end
 from memory.cards.model import DatePrecision
 
 __all__ = ["ResolvedDate", "resolve_date", "time_range_of_query"]
@@ -67,13 +67,9 @@ def _find(
     """
     today = reference.date()
     lean = lean_reader(text, default)
-    matches = [(match, rule) for pattern, rule in RULES for match in pattern.finditer(text)]
-    # Read in text order, the longest first at one place (stable: the rules' order on ties),
-    # so a phrase is resolved (and its sentence read) only until the answer is known.
-    matches.sort(key=lambda item: (item[0].start(), item[0].start() - item[0].end()))
     first: tuple[Period, str] | None = None
     impossible: list[tuple[int, int]] = []
-    for match, rule in matches:
+    for match, rule in _phrases(text):
         start, end = match.span()
         if any(s <= start and end <= e and e - s > end - start for s, e in impossible):
             continue
@@ -85,6 +81,21 @@ def _find(
             return period, match[0]
         first = first or (period, match[0])
     return first
+
+
+@lru_cache(maxsize=256)
+def _phrases(text: str) -> tuple[tuple[re.Match[str], _Rule], ...]:
+    """Every rule's matches in ``text``: in text order, the longest first at one place (stable:
+    the rules' order on ties), so a phrase is resolved (and its sentence read) only until the
+    answer is known.
+
+    Remembered by text (matches are immutable): a request's input is searched for its time by
+    recall and by the search read ahead of it, each against its own clock, and running the
+    rules took 175 us each time.
+    """
+    matches = [(match, rule) for pattern, rule in RULES for match in pattern.finditer(text)]
+    matches.sort(key=lambda item: (item[0].start(), item[0].start() - item[0].end()))
+    return tuple(matches)
 
 
 def _at_midnight(day: date, reference: datetime) -> datetime:

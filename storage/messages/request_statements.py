@@ -155,13 +155,26 @@ inserted AS (
     RETURNING {_MESSAGE_COLUMNS}
 )"""
 
-WINDOW = f"WITH {_READS}\n{_UNION}\nORDER BY seq DESC NULLS LAST"
+
+def _unindented(statement: str) -> str:
+    """``statement`` without the indentation of its lines.
+
+    psycopg parses a statement's placeholders once and remembers the result only for a
+    statement of at most 4,096 characters (``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``):
+    ``INPUT_AND_WINDOW`` as written is 4,108, and parsing it took 0.17 ms of every request's
+    CPU. Without its indentation it is about a quarter shorter (line comments still end at
+    their line's end).
+    """
+    return "\n".join(line.strip() for line in statement.splitlines())
+
+
+WINDOW = _unindented(f"WITH {_READS}\n{_UNION}\nORDER BY seq DESC NULLS LAST")
 """The summary and the newest ``batch`` rows after ``max(floor, boundary)``, newest first, and
 the floor used (0 when the session no longer holds message ``floor`` with id ``floor_id``).
 
 Parameters: ``user_id``, ``session_id``, ``floor``, ``floor_id``, ``batch``."""
 
-INPUT_AND_WINDOW = (
+INPUT_AND_WINDOW = _unindented(
     f"WITH {_STORE},{_reads(beside_input=True)}\n"
     f"SELECT 'input' AS part, {_MESSAGE_COLUMNS}, {_NO_SUMMARY} FROM inserted"
     f"\nUNION ALL{_UNION}\nORDER BY seq DESC NULLS LAST"
@@ -171,7 +184,9 @@ the input is not among the rows read (a statement does not see its own writes).
 
 Parameters: those of ``WINDOW`` and the input as a batch of one (``batch_parameters``)."""
 
-APPEND = f"WITH {_STORE}\nSELECT 'stored' AS part, {_MESSAGE_COLUMNS} FROM inserted ORDER BY seq"
+APPEND = _unindented(
+    f"WITH {_STORE}\nSELECT 'stored' AS part, {_MESSAGE_COLUMNS} FROM inserted ORDER BY seq"
+)
 """Store a batch of messages when the session allows it without looking further (the module
 docstring: a batch whose first message is not a tool result is valid after a closed tail once
 it is valid on its own, which the caller checks), else nothing; the stored rows by seq.

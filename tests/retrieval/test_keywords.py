@@ -1,6 +1,7 @@
 """Tests of keyword analysis: English stems and stop words, CJK bigrams."""
 
 import re
+import unicodedata
 from pathlib import Path
 
 import Stemmer
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from snowballstemmer.english_stemmer import EnglishStemmer
 
 from retrieval import analyze, term_frequencies
-from retrieval.keywords import _stemmer
+from retrieval.keywords import _CJK_RUN, _TOKEN, STOP_WORDS, _bigrams, _stemmer
 
 
 def test_english_is_stemmed_and_stop_words_dropped() -> None:
@@ -66,3 +67,34 @@ def test_the_stemmer_is_snowball_in_c_with_the_pure_python_stems() -> None:
     assert len(words) > 2_000
     pure = EnglishStemmer()
     assert [_stemmer().stemWord(w) for w in words] == [pure.stemWord(w) for w in words]
+
+
+def _analyzed_plainly(text: str) -> list[str]:
+    """``analyze`` as its docstring says it, step by step, without its shortcuts."""
+    terms: list[str] = []
+    normalized = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
+    for token in _TOKEN.findall(normalized):
+        if _CJK_RUN.match(token):
+            terms.extend(_bigrams(token))
+            continue
+        if token.endswith("'s"):
+            token = token[:-2]
+        token = token.replace("'", "")
+        if token and token not in STOP_WORDS:
+            terms.append(_stemmer().stemWord(token))
+    return terms
+
+
+# Pieces of text joined: Latin words, apostrophes (straight, curly, possessive), runs of CJK,
+# kana and Hangul, other scripts below and above the CJK blocks, full-width forms and
+# ligatures NFKC folds, digits, punctuation, stop words; and any characters between them.
+_PIECES = [" ", "Lyon's", "O'Neil", "rock'n'roll", "it\u2019s", "'tea'", "researching", "the",
+           "のアカ", "猫们用的", "한국어", "\u0416\u0436", "\u0e01\u0e02", "\uff21\uff42",
+           "\ufb01sh", "caf\u00e9", ",", "?", "3rd", "_"]  # fmt: skip
+_MIXED = st.lists(st.sampled_from(_PIECES) | st.text(max_size=3), max_size=12).map("".join)
+
+
+@given(_MIXED)
+def test_the_shortcuts_of_analysis_give_the_plain_rules_terms(text: str) -> None:
+    assert analyze(text) == _analyzed_plainly(text)
+    assert analyze(text) == _analyzed_plainly(text)  # stems remembered now

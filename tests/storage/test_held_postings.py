@@ -10,6 +10,7 @@ every write of another process, and a forgotten card must never come back from t
 
 import random
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from databases import crash_embedded
 from retrieval.postings import HeldPostings
 from retrieval.ranking import CardRanking
 from storage import EMBEDDING_DIM, CardStore, Database, DatabaseUnavailableError
+from storage.cards.search import statistics_sql
 from storage.cards.store import Candidates, CardMatch
 from storage.engine import stop_embedded
 from storage.erasure import erase
@@ -319,3 +321,10 @@ def test_a_restart_while_the_postings_are_held_fails_the_search_and_the_next_ran
     assert found.keyword[0].card_id == added.id
     assert found.cards == len(ids) + 1
     assert_same_as_the_statement(ranking, user_id, spy)
+
+
+def test_the_statistics_read_the_query_vector_only_for_a_time_window() -> None:
+    # Its text is made only then (``CardQueries._statistics``): 0.38 ms of every search.
+    window = (datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 6, 1, tzinfo=UTC))
+    assert ":query" not in statistics_sql(during=None)[0]
+    assert ":query" in statistics_sql(during=window)[0]

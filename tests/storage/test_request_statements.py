@@ -9,6 +9,7 @@ the server closed it.
 from collections.abc import Iterator
 
 import pytest
+from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 from sqlalchemy import text
 from storage_samples import user
 
@@ -20,7 +21,12 @@ from storage import (
     StorageError,
 )
 from storage.driver import driver_autocommit
-from storage.messages.request_statements import WINDOW, run_window_statement
+from storage.messages.request_statements import (
+    APPEND,
+    INPUT_AND_WINDOW,
+    WINDOW,
+    run_window_statement,
+)
 
 
 @pytest.fixture
@@ -124,3 +130,10 @@ def test_a_connection_left_inside_a_transaction_is_not_returned_to_the_pool(
     # Thrown away, its transaction with it: the next user of the pool starts clean.
     assert backend_pid(one_connection) != pid
     assert store.append(user_id, session_id, [user("b")])[0].seq == 2
+
+
+@pytest.mark.parametrize("statement", [WINDOW, INPUT_AND_WINDOW, APPEND])
+def test_each_statement_is_parsed_by_psycopg_once(statement: str) -> None:
+    # psycopg remembers a statement's parsed placeholders only up to this length: a longer one
+    # is parsed again on every request (INPUT_AND_WINDOW was, 0.17 ms of CPU each time).
+    assert len(statement.encode()) <= MAX_CACHED_STATEMENT_LENGTH

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
@@ -206,3 +206,19 @@ def test_a_query_with_a_time_intent_gives_its_range(
 )
 def test_a_query_without_a_time_intent_gives_none(query: str) -> None:
     assert time_range_of_query(query, SAID) is None
+
+
+def test_one_text_is_resolved_against_each_clock_it_is_given() -> None:
+    # The rules' matches are remembered by text (recall and its read ahead both look): what
+    # they resolve to is not, so the same question asked on another day means another week.
+    asked = "what did we decide last week?"
+    first = time_range_of_query(asked, datetime(2023, 5, 10, 12, tzinfo=UTC))
+    later = time_range_of_query(asked, datetime(2023, 6, 21, 12, tzinfo=UTC))
+    assert first == (datetime(2023, 5, 1, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))
+    assert later == (datetime(2023, 6, 12, tzinfo=UTC), datetime(2023, 6, 19, tzinfo=UTC))
+    said = "I moved to Cork on 3 March"
+    days = [resolve_date(said, datetime(year, 5, 1, tzinfo=UTC)) for year in (2024, 2025)]
+    assert [day and day.occurred_at for day in days] == [
+        datetime(2024, 3, 3, tzinfo=UTC),
+        datetime(2025, 3, 3, tzinfo=UTC),
+    ]
