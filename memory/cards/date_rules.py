@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from memory.cards.date_direction import Lean
 from memory.cards.model import DatePrecision
 
-__all__ = ["RULES", "Period", "add_months", "period_end"]
+__all__ = ["RULES", "Period", "Rule", "add_months", "period_end"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,12 +201,12 @@ def _relative_weekday(today: date, weekday: int, which: str) -> Period:
 # A rule reads one pattern's match, the reference day and, when it needs it (a date without a
 # year, a bare weekday), the way its sentence points: read only then, as it costs a few scans.
 _LeanOf = Callable[[], Lean]
-_Rule = Callable[[re.Match[str], date, _LeanOf], "Period | None"]
-RULES: list[tuple[re.Pattern[str], _Rule]] = []
+Rule = Callable[[re.Match[str], date, _LeanOf], "Period | None"]
+RULES: list[tuple[re.Pattern[str], Rule]] = []
 
 
-def _rule(pattern: str) -> Callable[[_Rule], _Rule]:
-    def register(rule: _Rule) -> _Rule:
+def _rule(pattern: str) -> Callable[[Rule], Rule]:
+    def register(rule: Rule) -> Rule:
         RULES.append((re.compile(pattern, re.IGNORECASE), rule))
         return rule
 

@@ -27,7 +27,7 @@ from datetime import date, datetime
 from functools import lru_cache, partial
 
 from memory.cards.date_direction import Lean, lean_reader
-from memory.cards.date_rules import RULES, Period, _Rule, period_end
+from memory.cards.date_rules import RULES, Period, Rule, period_end
 from memory.cards.model import DatePrecision
 
 __all__ = ["ResolvedDate", "resolve_date", "time_range_of_query"]
@@ -84,7 +84,7 @@ def _find(
 
 
 @lru_cache(maxsize=256)
-def _phrases(text: str) -> tuple[tuple[re.Match[str], _Rule], ...]:
+def _phrases(text: str) -> tuple[tuple[re.Match[str], Rule], ...]:
     """Every rule's matches in ``text``: in text order, the longest first at one place (stable:
     the rules' order on ties), so a phrase is resolved (and its sentence read) only until the
     answer is known.
