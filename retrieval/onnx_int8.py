@@ -34,7 +34,7 @@ __all__ = ["INT8_MIN_COSINE", "QUANTIZE_OPTIONS", "ensure_int8_model", "int8_key
 #: cosine by less than 0.01 and made the file 2.5 times larger. ``DefaultTensorType`` 1 (float):
 #: the fused graph's own operators (``retrieval.onnx_export``) leave some outputs' types to it,
 #: where its shape inference stops. Quantizing the fused graph makes its attention ``QAttention``:
-#: one short query 3.5 ms against 4.4 from the unfused graph, 6.3 fp32.
+#: one short query takes 0.89 of the time the unfused graph's int8 file took.
 QUANTIZE_OPTIONS: dict[str, Any] = {
     "per_channel": True,
     "extra_options": {"DefaultTensorType": 1},
