@@ -68,8 +68,8 @@ PROBE_TEXTS = (
     "The deploy of the checkout service changed the retry policy. " * 40,
 )
 
-# The libraries whose versions shape the exported graph.
-_EXPORTERS = ("torch", "transformers", "sentence-transformers", "onnx")
+# The libraries whose versions shape the exported graph (onnxruntime's optimizer fuses it).
+_EXPORTERS = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime")
 _NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 logger = logging.getLogger(__name__)

@@ -148,6 +148,21 @@ def test_the_file_is_rebuilt_only_when_the_models_files_change(tmp_path: Path) -
     assert changed != same
 
 
+def test_the_file_is_rebuilt_when_the_fusing_onnxruntime_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    packaged = packaged_model_path()
+    same = model_key(packaged)
+    installed = onnx_export.metadata.version
+
+    def another_runtime(name: str) -> str:
+        return "0.0.1" if name == "onnxruntime" else installed(name)
+
+    monkeypatch.setattr(onnx_export.metadata, "version", another_runtime)
+
+    assert model_key(packaged) != same
+
+
 @pytest.mark.slow
 def test_the_runtimes_threads_sleep_between_operators_unless_asked_to_spin(
     onnx: OnnxEmbedder,
