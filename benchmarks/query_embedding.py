@@ -10,8 +10,9 @@ over English, Chinese and past-the-window texts. Runtimes: torch through the mod
 ONNX file (``OnnxEmbedder``) with ONNX Runtime's own thread count (sleeping between operators,
 the default), spinning, and with 1 and 2 threads, and ``cards.embedder = "minilm-int8"``
 (``OnnxEmbedder(int8=True)``: the file quantized by ``retrieval.onnx_int8``, own threads).
-Beside them, the graph as it was exported before ``retrieval.onnx_export`` fused it, and its
-int8 quantization ("unfused": built in a temporary folder, own threads): the fusion's gain.
+Beside them, the same export before ``retrieval.onnx_export`` fuses it (eager attention, not
+fused), and its int8 quantization ("unfused": built in a temporary folder, own threads): the
+fusion's gain.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def unfused(folder: Path) -> dict[str, Callable[[Sequence[str]], list[list[float]]]]:
-    """The export before fusion, fp32 and int8, built in ``folder``."""
+    """The export before its fusion, fp32 and int8, built in ``folder``."""
     model = packaged_model_path()
     fp32, int8 = folder / "unfused.onnx", folder / "unfused-int8.onnx"
     onnx_export._export(model, fp32)
@@ -89,7 +90,7 @@ def main() -> None:
 
 
 def measure(
-    args: argparse.Namespace, unfused: dict[str, Callable[[Sequence[str]], list[list[float]]]]
+    args: argparse.Namespace, before_fusion: dict[str, Callable[[Sequence[str]], list[list[float]]]]
 ) -> None:
     """Time every runtime, alternating call by call, and print the table."""
     torch_modules = SentenceTransformerEmbedder()
@@ -105,7 +106,7 @@ def measure(
         "onnx 1 thread": OnnxEmbedder(threads=1).embed,
         "onnx 2 threads": OnnxEmbedder(threads=2).embed,
         "minilm-int8": OnnxEmbedder(int8=True).embed,
-        **unfused,
+        **before_fusion,
     }
     reference = torch_modules.embed(PROBES)
     fp32 = onnx.embed(PROBES)
