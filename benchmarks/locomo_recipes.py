@@ -17,18 +17,20 @@ MiniLM's vectors are cached under /tmp (``--cache``), never in the repository.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memory.cli.eval_locomo import CachedEmbedder, MemoryBackend, memory_tokens, user_id_of
+from memory.cli.eval_locomo import CachedEmbedder, MemoryBackend, user_id_of
 from memory.context.tokens import DEFAULT_MODEL, TiktokenCounter
 from memory.eval.answers import answer_in_text, checkable_answer
 from memory.eval.equal_budgets import take_budget
 from memory.eval.locomo import CATEGORIES, load_locomo
 from memory.eval.offline import offline_memory
+from memory.longterm.recalled_memories import memory_tokens
 from retrieval import DEFAULT_SEARCH, RECIPES, OnnxEmbedder
 from storage import Database
 
@@ -51,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     split = args.split.split(",")
     conversations = [c for c in load_locomo(args.locomo) if c.sample_id in split]
     embedder = CachedEmbedder(OnnxEmbedder(), args.cache)
-    count = memory_tokens(TiktokenCounter(DEFAULT_MODEL))
+    count = functools.partial(memory_tokens, TiktokenCounter(DEFAULT_MODEL))
     # The database is the split's: another split must not find this one's users half there.
     data_dir = args.data_dir / "-".join(sorted(split))
     ingested = data_dir.exists()

@@ -21,7 +21,7 @@ import json
 import pickle
 import tempfile
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +42,7 @@ from memory.eval.equal_budgets import (
 from memory.eval.locomo import Conversation, Recalled, Session
 from memory.eval.offline import offline_memory
 from memory.facade import Memory
-from memory.longterm.recalled_memories import memory_tokens as prompt_tokens
+from memory.longterm.recalled_memories import memory_tokens
 from retrieval import DEFAULT_SEARCH, Embedder, SearchConfig, day_label
 from retrieval.turns import captioned
 from storage import Card, Database
@@ -284,11 +284,6 @@ class EvalReport:
         }
 
 
-def memory_tokens(counter: TiktokenCounter) -> Callable[[str], int]:
-    """The tokens a memory takes in the prompt, as recall counts them (``memory_tokens``)."""
-    return functools.partial(prompt_tokens, counter)
-
-
 def evaluate(
     conversations: Sequence[Conversation],
     backend: MemoryBackend,
@@ -304,7 +299,7 @@ def evaluate(
     ``split`` names the conversations the parameters were tuned on: they are reported as one
     group, the others as another, and all of them together.
     """
-    count = memory_tokens(TiktokenCounter(DEFAULT_MODEL))
+    count = functools.partial(memory_tokens, TiktokenCounter(DEFAULT_MODEL))
     turns = sum(len(c.turns) for c in conversations)
     ingesting = progress.add_task("ingesting", total=turns)
     for conversation in conversations:

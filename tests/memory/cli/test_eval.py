@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from datetime import UTC, datetime
@@ -13,7 +14,6 @@ import pytest
 import memory.cli.eval as eval_cli
 from memory import Memory, Settings
 from memory.cli import main
-from memory.cli.eval_locomo import memory_tokens
 from memory.context.tokens import TiktokenCounter
 from memory.eval.locomo import (
     Conversation,
@@ -34,6 +34,7 @@ from memory.eval.locomo import (
     summarize,
 )
 from memory.eval.offline import offline_memory
+from memory.longterm.recalled_memories import memory_tokens
 from retrieval import (
     DEFAULT_SEARCH,
     LISTS_CUT_CLOSE,
@@ -197,7 +198,7 @@ def test_turn_cards_through_the_public_api_hold_each_turn_with_its_neighbours(
     recalled = backend.recall(user_id, "Biscuit puppy", 40, dialog_ids)
     assert recalled and "D1:1" in recalled[0].sources
     assert "Biscuit" in recalled[0].text
-    count = memory_tokens(TiktokenCounter())
+    count = functools.partial(memory_tokens, TiktokenCounter())
     assert sum(count(r.text) for r in recalled) <= 40
     cards = backend.search(user_id, "Biscuit puppy", 2)
     assert "D1:1" in cards[0].sources
