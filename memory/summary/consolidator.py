@@ -7,14 +7,18 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from memory.context.messages import Message
-from memory.context.units import split_units
+from memory.context.units import fit_newest, split_units
 from memory.summary.policy import FoldPolicy, limit_fold
 from memory.summary.summarizer import PreviousSummary, Summarizer, SummaryResult
 from storage import MessageStore, StoredMessage, SummaryRecord, SummaryStore
 
-__all__ = ["Consolidator", "FoldStep"]
+__all__ = ["MAX_STEP_MESSAGES", "Consolidator", "FoldStep"]
 
 logger = logging.getLogger(__name__)
+
+#: The most messages one step reads: a raw archive's step has no token bound, and ten thousand
+#: one-word messages are few tokens.
+MAX_STEP_MESSAGES = 10_000
 
 
 class FoldStep(Protocol):
@@ -159,12 +163,13 @@ class Consolidator:
         parsed = [Message.from_openai(message.payload) for message in stored]
         tokens = [message.tokens for message in stored]
         if more:
-            # A backlog: a fold is surely due. The increment's last unit may be cut short, so
-            # it is left; and the read may end inside the current turn (a long tool loop), which
-            # a fold never takes: it stops before the session's last user message.
+            # A backlog: a fold is surely due. The newest units of the increment are left for
+            # the step that plans the end; and the read may end inside the current turn (a long
+            # tool loop), which a fold never takes: it stops before the session's last user
+            # message.
             turn = self._messages.turn_start(user_id, session_id)
             due = min(
-                split_units(parsed)[-1].start,
+                self._left_for_later(parsed, tokens),
                 next((i for i, m in enumerate(stored) if m.seq >= turn), len(stored)),
             )
         else:
@@ -174,6 +179,27 @@ class Consolidator:
             return None, False
         saved = self._save_fold(user_id, session_id, previous, stored, parsed, fold)
         return saved, more or fold < due
+
+    def _left_for_later(self, parsed: list[Message], tokens: list[int]) -> int:
+        """Where a backlog step's fold ends: before the increment's newest whole units within
+        the trigger (its last unit at least: the read may have cut it short).
+
+        What follows the increment may be a single message (the read stopped at its message
+        count, or at ``max_step_tokens`` plus the trigger): folding the increment whole would
+        leave that message alone in the window, where the policy keeps about its target. Left
+        the trigger's worth, the last step plans the fold over them and keeps what it keeps
+        from any history. At most half the read is left (from a unit start on), so a read cut
+        by its message count (short messages, a large trigger) still moves the backlog by half
+        of it each step.
+        """
+        units = split_units(parsed)
+        kept = fit_newest(
+            reversed(units[1:]),
+            self.policy.trigger_tokens,
+            lambda unit: sum(tokens[unit.start : unit.stop]),
+        )
+        half = next((u.start for u in units if u.start >= len(parsed) // 2), units[-1].start)
+        return min(max(kept[0].start if kept else len(parsed), half), units[-1].start)
 
     def _increment(
         self, user_id: str, session_id: str, boundary: int
@@ -186,7 +212,11 @@ class Consolidator:
         """
         wanted = self._max_step_tokens + self.policy.trigger_tokens
         stored = self._messages.read_increment(
-            user_id, session_id, after_seq=boundary, max_tokens=wanted, max_messages=10_000
+            user_id,
+            session_id,
+            after_seq=boundary,
+            max_tokens=wanted,
+            max_messages=MAX_STEP_MESSAGES,
         )
         if not stored:
             return stored, False
