@@ -266,9 +266,12 @@ class CardIndex:
         bm25 = {match.card_id: match.score for match in found.keyword}
         chosen: list[ScoredCard] = []
         covered: set[str] = set()
-        # Cards are fetched a few more than k at a time: diversifying may skip some.
-        for start in range(0, len(ranked), 3 * k):
-            pool = ranked[start : start + 3 * k]
+        # Cards are fetched k at a time, or a few more when diversifying may skip some: without
+        # it only a card deleted since the ranking is skipped (a search of recall's asked for
+        # 54 cards and used the first 18).
+        step = 3 * k if request.diversify else k
+        for start in range(0, len(ranked), step):
+            pool = ranked[start : start + step]
             cards = {
                 c.id: (c, terms)
                 for c, terms in self._store.get_many(user_id, [i for i, _ in pool], terms=True)

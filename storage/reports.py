@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
+from storage.driver import driver_autocommit
 from storage.engine import Database
 from storage.inputs import check_id
 
@@ -93,22 +94,32 @@ _TOKEN_COLUMNS = (
     "total_tokens AS total, dropped"
 )
 
+# The writes of ``keep`` run on the driver's connection (``storage.driver``): the writer thread
+# keeps a report after every ``prepare``, and SQLAlchemy's execution cost more of its CPU than
+# the statements' own client side.
+
 # One row per report; a report whose session no longer holds its newest message (by seq and
 # id) selects nothing and is not stored.
-_INSERT = text(
+_INSERT = (
     "INSERT INTO request_reports (user_id, session_id, prepared_at, newest_seq, newest_id, "
     "budget, system_tokens, summary_tokens, memories_tokens, window_tokens, input_tokens, "
     "total_tokens, dropped, report) "
-    "SELECT :user_id, :session_id, :prepared_at, :newest_seq, :newest_id, :budget, :system, "
-    ":summary, :memories, :window, :input, :total, :dropped, CAST(:report AS json) "
-    "WHERE EXISTS (SELECT FROM messages WHERE user_id = :user_id AND session_id = :session_id "
-    "AND seq = :newest_seq AND id = :newest_id)"
+    "SELECT %(user_id)s, %(session_id)s, %(prepared_at)s, %(newest_seq)s, %(newest_id)s, "
+    "%(budget)s, %(system)s, %(summary)s, %(memories)s, %(window)s, %(input)s, %(total)s, "
+    "%(dropped)s, CAST(%(report)s AS json) "
+    "WHERE EXISTS (SELECT FROM messages WHERE user_id = %(user_id)s "
+    "AND session_id = %(session_id)s AND seq = %(newest_seq)s AND id = %(newest_id)s)"
 )
 
-_PRUNE = text(
-    "DELETE FROM request_reports WHERE user_id = :user_id AND session_id = :session_id "
-    "AND id <= (SELECT id FROM request_reports WHERE user_id = :user_id "
-    "AND session_id = :session_id ORDER BY id DESC OFFSET :keep LIMIT 1)"
+_PRUNE = (
+    "DELETE FROM request_reports WHERE user_id = %(user_id)s AND session_id = %(session_id)s "
+    "AND id <= (SELECT id FROM request_reports WHERE user_id = %(user_id)s "
+    "AND session_id = %(session_id)s ORDER BY id DESC OFFSET %(keep)s LIMIT 1)"
+)
+
+_HOLD_SESSIONS = (
+    "SELECT 1 FROM sessions WHERE user_id = %(user_id)s "
+    "AND session_id = ANY(CAST(%(sessions)s AS text[])) ORDER BY session_id FOR KEY SHARE"
 )
 
 
@@ -135,12 +146,18 @@ class ReportStore:
             check_id("session_id", report.session_id)
         sessions = sorted({(report.user_id, report.session_id) for report in reports})
         stored = 0
-        with self._database.transaction() as connection:
-            _hold_sessions(connection, sessions)
+        with driver_autocommit(self._database) as connection, connection.transaction():
+            # The sessions locked against erasure for this transaction, in one order (no
+            # deadlock), one statement per user: on a distributed deployment each is a
+            # single-shard query, and Citus runs no ``FOR KEY SHARE`` across shards
+            # (storage.citus).
+            for user_id, held in itertools.groupby(sessions, key=lambda pair: pair[0]):
+                connection.execute(
+                    _HOLD_SESSIONS, {"user_id": user_id, "sessions": [name for _, name in held]}
+                )
             # After the locks, each statement sees what an erasure that held them first did.
             for report in reports:
-                result = connection.execute(_INSERT, _row(report))
-                stored += int(result.rowcount)
+                stored += connection.execute(_INSERT, _row(report)).rowcount
             for user_id, session_id in sessions:
                 connection.execute(
                     _PRUNE, {"user_id": user_id, "session_id": session_id, "keep": per_session}
@@ -195,23 +212,6 @@ class ReportStore:
                 text(f"SELECT count(*) FROM request_reports WHERE {where}"), params
             )
         return int(counted or 0)
-
-
-def _hold_sessions(connection: Connection, sessions: Sequence[tuple[str, str]]) -> None:
-    """Lock the sessions against erasure for this transaction, in one order (no deadlock).
-
-    One statement per user (``sessions`` is sorted): on a distributed deployment each is a
-    single-shard query, and Citus runs no ``FOR KEY SHARE`` across shards (storage.citus).
-    """
-    for user_id, held in itertools.groupby(sessions, key=lambda pair: pair[0]):
-        connection.execute(
-            text(
-                "SELECT 1 FROM sessions WHERE user_id = :user_id "
-                "AND session_id = ANY(CAST(:sessions AS text[])) "
-                "ORDER BY session_id FOR KEY SHARE"
-            ),
-            {"user_id": user_id, "sessions": [name for _, name in held]},
-        )
 
 
 def _where(user_id: str, session_id: str, before: int | None) -> tuple[str, dict[str, Any]]:

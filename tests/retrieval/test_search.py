@@ -158,3 +158,27 @@ def test_cards_whose_sources_are_covered_are_skipped(index: CardIndex, user_id: 
 def test_an_embedder_other_than_the_stores_is_refused(index: CardIndex) -> None:
     with pytest.raises(EmbedderMismatchError, match="hashing"):
         CardIndex(index.store, HashingEmbedder())
+
+
+def test_a_search_without_diversity_reads_k_cards_and_the_next_when_one_was_deleted(
+    index: CardIndex, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index.add(user_id, [fact(text) for text in FACTS])
+    query = CardQuery(k=3, diversify=False)
+    ranked = [s.card.id for s in index.search(user_id, "my family and pets", CardQuery(k=8))]
+    asked: list[list[int]] = []
+    get_many = index.store.get_many
+
+    def deleting_first(owner: str, card_ids: list[int], *, terms: bool) -> object:
+        # The first of the first read is deleted between the ranking and the read.
+        if not asked:
+            index.store.delete(owner, card_id=card_ids[0])
+        asked.append(list(card_ids))
+        assert terms  # a search reads each card's stored terms
+        return get_many(owner, card_ids, terms=True)
+
+    monkeypatch.setattr(index.store, "get_many", deleting_first)
+    found = index.search(user_id, "my family and pets", query)
+
+    assert asked == [ranked[:3], ranked[3:6]]
+    assert [s.card.id for s in found] == ranked[1:4]

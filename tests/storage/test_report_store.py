@@ -3,13 +3,15 @@ first, never stored for a session erased since, and erased with the user."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sqlalchemy import event, text
 from storage_samples import user
 
-from storage import Database, MessageStore, StoredMessage, SummaryStore, erase
+from storage import Database, MessageStore, StorageError, StoredMessage, SummaryStore, erase
 from storage.reports import NewReport, ReportStore
 
 
@@ -96,6 +98,57 @@ def test_a_report_of_a_session_erased_since_is_not_stored(
     again = MessageStore(database).append(user_id, session_id, [user(f"n{n}") for n in range(5)])
 
     kept = reports.keep([late, report_of(again[-1], 200)], per_session=10)
+
+    assert kept == 1
+    assert [r.total for r in reports.latest(user_id, session_id, limit=10)] == [200]
+
+
+def test_keeping_runs_no_statement_through_sqlalchemy_and_stores_every_column(
+    reports: ReportStore,
+    database: Database,
+    stored: list[StoredMessage],
+    user_id: str,
+    session_id: str,
+) -> None:
+    """The writer keeps a report after every request: its statements go to the driver's
+    connection (``storage.driver``), each column as SQLAlchemy's execution stored it."""
+    report = report_of(stored[2], 321, recall={"query": "über 咖啡 \u2603"})
+    executed: list[str] = []
+
+    def seen(*args: Any) -> None:
+        executed.append(args[2])
+
+    event.listen(database.engine, "before_cursor_execute", seen)
+    try:
+        kept = reports.keep([report], per_session=10)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", seen)
+    with database.reading() as connection:
+        row = connection.execute(
+            text(
+                "SELECT prepared_at, newest_seq, newest_id, budget, system_tokens, "
+                "summary_tokens, memories_tokens, window_tokens, input_tokens, total_tokens, "
+                "dropped, report::text FROM request_reports "
+                "WHERE user_id = :user_id AND session_id = :session_id"
+            ),
+            {"user_id": user_id, "session_id": session_id},
+        ).one()
+
+    assert (kept, executed) == (1, [])
+    assert tuple(row) == (
+        report.prepared_at, 3, stored[2].id, 1_000, 10, 20, 30, 251, 10, 321, 1,
+        json.dumps(report.report, ensure_ascii=True, separators=(",", ":")),
+    )  # fmt: skip
+
+
+def test_a_batch_the_database_refuses_stores_none_of_it_and_leaves_the_connection_usable(
+    reports: ReportStore, stored: list[StoredMessage], user_id: str, session_id: str
+) -> None:
+    too_big = report_of(stored[1], 100, budget=2**40)  # past the integer column
+
+    with pytest.raises(StorageError):
+        reports.keep([report_of(stored[0], 100), too_big], per_session=10)
+    kept = reports.keep([report_of(stored[2], 200)], per_session=10)
 
     assert kept == 1
     assert [r.total for r in reports.latest(user_id, session_id, limit=10)] == [200]
