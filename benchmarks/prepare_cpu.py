@@ -25,15 +25,14 @@ import statistics
 import sys
 import threading
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
 from benchmarks.machine import CpuSteal, machine_state
-from benchmarks.prepare import SYSTEM, USER, build_sessions, record_session
-from benchmarks.prepare_phases import SETTINGS, _older
-from benchmarks.scripted_turns import scripted_history, turn_messages
-from memory import Memory, Settings
+from benchmarks.prepare import SYSTEM, USER
+from benchmarks.prepare_phases import SETTINGS, open_variants
+from benchmarks.scripted_turns import turn_messages
+from memory import Memory
 
 _TICK_MS = 1e3 / os.sysconf("SC_CLK_TCK")
 # After each prepare: the report writer and the read-ahead threads finish their work.
@@ -49,12 +48,7 @@ def main() -> None:
     if not (args.data_dir / "pg").is_dir():
         sys.exit(f"no benchmark user in {args.data_dir}: run python -m benchmarks.prepare first")
     with Memory.open(data_dir=args.data_dir, **SETTINGS) as memory:
-        variants = {"this tree": memory}
-        if args.against is not None:
-            variants["against"] = _older(args.against, memory.database_url)
-        no_cards = {**SETTINGS, "summary": {"mode": "inline"}, "cards": {"enabled": False}}
-        [session] = build_sessions(Memory(memory.database, Settings(**no_cards)), (100,)).values()
-        record_session(memory, f"warm-{uuid.uuid4().hex[:8]}", scripted_history(100))
+        variants, session = open_variants(memory, args.against)
         for turn in range(10):
             user, *rest = turn_messages(10_000 + turn)
             for variant in variants.values():

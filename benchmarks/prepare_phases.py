@@ -56,12 +56,7 @@ def main() -> None:
         sys.exit(f"no benchmark user in {args.data_dir}: run python -m benchmarks.prepare first")
     _time_phases()
     with Memory.open(data_dir=args.data_dir, **SETTINGS) as memory:
-        variants = {"this tree": memory}
-        if args.against is not None:
-            variants["against"] = _older(args.against, memory.database_url)
-        no_cards = {**SETTINGS, "summary": {"mode": "inline"}, "cards": {"enabled": False}}
-        [session] = build_sessions(Memory(memory.database, Settings(**no_cards)), (100,)).values()
-        record_session(memory, f"warm-{uuid.uuid4().hex[:8]}", scripted_history(100))
+        variants, session = open_variants(memory, args.against)
         print(f"start: {machine_state()}", flush=True)
         steal = CpuSteal()
         walls: dict[str, list[float]] = {name: [] for name in variants}
@@ -98,6 +93,18 @@ def main() -> None:
             ratio = statistics.median(walls["this tree"]) / statistics.median(walls["against"])
             print(f"this tree / against, p50: {ratio:.2f}")
         _print_timeline(timelines)
+
+
+def open_variants(memory: Memory, against: Path | None) -> tuple[dict[str, Memory], str]:
+    """This tree's ``memory`` and, with ``against``, the older tree's on the same database; and
+    a new session of 100 messages of the benchmark user, with a warm-up session recorded."""
+    variants = {"this tree": memory}
+    if against is not None:
+        variants["against"] = _older(against, memory.database_url)
+    no_cards = {**SETTINGS, "summary": {"mode": "inline"}, "cards": {"enabled": False}}
+    [session] = build_sessions(Memory(memory.database, Settings(**no_cards)), (100,)).values()
+    record_session(memory, f"warm-{uuid.uuid4().hex[:8]}", scripted_history(100))
+    return variants, session
 
 
 def _time_phases() -> None:
