@@ -455,7 +455,8 @@ class Memory:
 
         Those jobs need a worker (``run_worker``, ``stratamem worker``): when a due job has
         waited a minute for one, ``record`` logs a warning that says so
-        (``memory.jobs.unclaimed``), at most every ten minutes.
+        (``memory.jobs.unclaimed``), at most every ten minutes. It asks at most every 30 s,
+        the first time 30 s after this ``Memory`` opened.
 
         Raises:
             InvalidHistoryError: ``messages`` is a single message rather than a list, a

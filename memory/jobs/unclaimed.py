@@ -3,9 +3,10 @@
 In background mode (the default) folds and the archiving of cards are jobs a worker runs
 (``Memory.run_worker``, ``stratamem worker``, or the proxy's own thread). Without one nothing
 fails: summaries stay raw archives and no cards are made, so the user's other sessions recall
-nothing, silently. So ``record`` asks the queue, at most once every ``CHECK_SECONDS``, how long
-the job due longest has waited to be claimed, and past ``UNCLAIMED_WARNING_SECONDS`` logs a
-warning that says what to run (again after ``WARNING_REPEAT_SECONDS`` while it lasts).
+nothing, silently. So ``record`` asks the queue, at most once every ``CHECK_SECONDS`` and first
+``CHECK_SECONDS`` after the ``Memory`` opened, how long the job due longest has waited to be
+claimed, and past ``UNCLAIMED_WARNING_SECONDS`` logs a warning that says what to run (again after
+``WARNING_REPEAT_SECONDS`` while it lasts).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ logger = logging.getLogger(__name__)
 #: workers are behind: a fold with a model takes seconds, so a minute is a queue of many.
 UNCLAIMED_WARNING_SECONDS = 60.0
 
-#: The most often ``record`` asks (one indexed read of the jobs table).
+#: The most often ``record`` asks (one indexed read of the jobs table), and how long after
+#: opening it asks first: that read is added to at most one ``record`` in this time.
 CHECK_SECONDS = 30.0
 
 #: How long a warning is not repeated while the jobs still wait.
@@ -35,6 +37,10 @@ WARNING_REPEAT_SECONDS = 600.0
 class UnclaimedJobs:
     """Warns, from ``record``, when due jobs wait for a worker for too long.
 
+    The first check is due ``CHECK_SECONDS`` after construction, not at the first ``record``:
+    a ``record`` then adds a statement at most once every ``CHECK_SECONDS``, a process's first
+    one included, and a short script that records a few turns never asks.
+
     Args:
         jobs: the queue.
         clock: seconds from any fixed point (``time.monotonic`` by default).
@@ -43,7 +49,7 @@ class UnclaimedJobs:
     def __init__(self, jobs: JobQueue, *, clock: Callable[[], float] | None = None) -> None:
         self._jobs = jobs
         self._clock = clock if clock is not None else monotonic
-        self._next_check = float("-inf")
+        self._next_check = self._clock() + CHECK_SECONDS
         self._lock = threading.Lock()
 
     def check(self) -> None:

@@ -10,6 +10,7 @@ import pytest
 from databases import own_database
 from sqlalchemy import text
 
+import memory.jobs.unclaimed
 from memory import Memory, Settings
 from memory.jobs.unclaimed import (
     CHECK_SECONDS,
@@ -23,6 +24,8 @@ LOGGER = "memory.jobs.unclaimed"
 
 
 class Clock:
+    """Seconds that move only when the test says so."""
+
     def __init__(self) -> None:
         self.now = 1_000.0
 
@@ -52,6 +55,24 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER]
 
 
+def test_the_first_check_comes_check_seconds_after_opening(
+    opened: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue, clock = JobQueue(opened), Clock()
+    queue.enqueue("cards", "u", "s")
+    due_ago(opened, UNCLAIMED_WARNING_SECONDS + 5)  # waiting since before the opening
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+
+    unclaimed = UnclaimedJobs(queue, clock=clock)
+    unclaimed.check()
+    clock.now += CHECK_SECONDS - 1
+    unclaimed.check()
+    assert warnings_of(caplog) == []  # not asked yet
+    clock.now += 1
+    unclaimed.check()
+    assert len(warnings_of(caplog)) == 1
+
+
 def test_a_job_due_a_minute_ago_and_unclaimed_is_a_warning_that_says_what_to_run(
     opened: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -59,6 +80,7 @@ def test_a_job_due_a_minute_ago_and_unclaimed_is_a_warning_that_says_what_to_run
     unclaimed = UnclaimedJobs(queue, clock=clock)
     caplog.set_level(logging.WARNING, logger=LOGGER)
 
+    clock.now += CHECK_SECONDS
     unclaimed.check()  # nothing queued
     queue.enqueue("cards", "u", "s")
     clock.now += CHECK_SECONDS
@@ -85,38 +107,49 @@ def test_a_job_due_a_minute_ago_and_unclaimed_is_a_warning_that_says_what_to_run
 def test_a_database_that_went_away_is_not_an_error_of_the_check(
     database: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
+    clock = Clock()
     with own_database(database, "unclaimed") as own:
-        unclaimed = UnclaimedJobs(JobQueue(own))
-    unclaimed.check()  # the database is dropped: a debug line, no exception
+        unclaimed = UnclaimedJobs(JobQueue(own), clock=clock)
+    clock.now += CHECK_SECONDS
+    unclaimed.check()  # asked, but the database is dropped: a debug line, no exception
     assert warnings_of(caplog) == []
 
 
 def test_record_in_background_mode_warns_when_no_worker_runs_the_jobs(
-    opened: Database, caplog: pytest.LogCaptureFixture
+    opened: Database, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = Clock()
+    monkeypatch.setattr(memory.jobs.unclaimed, "monotonic", clock)
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    memory = Memory(opened, Settings(cards={"enabled": False}))
+    mem = Memory(opened, Settings(cards={"enabled": False}))
     try:
         JobQueue(opened).enqueue("consolidate", "someone", "s")
         due_ago(opened, UNCLAIMED_WARNING_SECONDS + 5)
         user = f"u-{uuid.uuid4().hex[:8]}"
-        memory.record(user_id=user, session_id="s", messages=[{"role": "user", "content": "a"}])
-        memory.record(user_id=user, session_id="s", messages=[{"role": "user", "content": "b"}])
-        [warning] = warnings_of(caplog)  # once: the second record did not ask again
+        mem.record(user_id=user, session_id="s", messages=[{"role": "user", "content": "a"}])
+        assert warnings_of(caplog) == []  # the Memory just opened: not asked yet
+
+        clock.now += CHECK_SECONDS
+        mem.record(user_id=user, session_id="s", messages=[{"role": "user", "content": "b"}])
+        mem.record(user_id=user, session_id="s", messages=[{"role": "user", "content": "c"}])
+        [warning] = warnings_of(caplog)  # once: the third record did not ask again
         assert "has waited 6" in warning
     finally:
-        memory.close()
+        mem.close()
 
 
 def test_record_in_inline_mode_does_not_ask(
-    opened: Database, caplog: pytest.LogCaptureFixture
+    opened: Database, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = Clock()
+    monkeypatch.setattr(memory.jobs.unclaimed, "monotonic", clock)
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    memory = Memory(opened, Settings(summary={"mode": "inline"}, cards={"enabled": False}))
+    mem = Memory(opened, Settings(summary={"mode": "inline"}, cards={"enabled": False}))
     try:
         JobQueue(opened).enqueue("consolidate", "someone", "s")
         due_ago(opened, UNCLAIMED_WARNING_SECONDS + 5)
-        memory.record(user_id="u", session_id="s", messages=[{"role": "user", "content": "a"}])
+        clock.now += CHECK_SECONDS
+        mem.record(user_id="u", session_id="s", messages=[{"role": "user", "content": "a"}])
         assert warnings_of(caplog) == []
     finally:
-        memory.close()
+        mem.close()
