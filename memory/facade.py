@@ -21,6 +21,7 @@ from memory.errors import CardNotFoundError, ConfigurationError
 from memory.forgotten import Forgotten
 from memory.jobs.consolidation import WorkerRun
 from memory.jobs.idle_work import FinishedJobs, IdleSessions, IdleWork
+from memory.jobs.unclaimed import UnclaimedJobs
 from memory.jobs.worker import CARDS, END_OF_SESSION, Worker
 from memory.llm import ChatModel
 from memory.longterm.items import Items
@@ -85,6 +86,7 @@ class Memory:
         self._preparer: Preparer = self._parts.preparer
         self._reports = ReportStore(database)
         self._keeper = ReportKeeper(self._reports, settings.reports)
+        self._unclaimed = UnclaimedJobs(self._parts.jobs)
         self._stop = threading.Event()
         self._worker_threads: list[tuple[threading.Thread, threading.Event]] = []
 
@@ -451,6 +453,11 @@ class Memory:
         ``cards`` job; ``cards.archive_promptly``), so the user's other sessions recall them
         without this one ending.
 
+        Those jobs need a worker (``run_worker``, ``stratamem worker``): when a due job has
+        waited a minute for one, ``record`` logs a warning that says so
+        (``memory.jobs.unclaimed``), at most every ten minutes. It asks at most every 30 s,
+        the first time 30 s after this ``Memory`` opened.
+
         Raises:
             InvalidHistoryError: ``messages`` is a single message rather than a list, a
                 message is malformed, is one the chat API would refuse, or breaks the session's
@@ -471,6 +478,8 @@ class Memory:
         stored = self._parts.writer.record(user_id, session_id, batch, after=after)
         self._folding.fold_when_due(user_id, session_id)
         self._folding.archive_soon(user_id, session_id)
+        if self._background:
+            self._unclaimed.check()
         return stored
 
     def open_calls(self, *, user_id: str, session_id: str) -> list[OpenCall]:

@@ -66,6 +66,13 @@ _PENDING = {
     True: text("SELECT count(*) FROM jobs WHERE status = 'pending' AND kind = :kind"),
 }
 
+# How long the job due longest has waited to be claimed, by the database clock (the claim's
+# order: the first row of ``ix_jobs_status_run_after`` past ``pending``).
+_LONGEST_UNCLAIMED = text(
+    "SELECT extract(epoch FROM now() - run_after) FROM jobs "
+    "WHERE status = 'pending' AND run_after <= now() ORDER BY run_after LIMIT 1"
+)
+
 # The fence: the job row is still running under the claim (``JobQueue``'s docstring).
 _CLAIMED = (
     "user_id = :user_id AND id = :id AND status = 'running' "
@@ -324,6 +331,17 @@ class JobQueue:
         """Count the pending jobs (due or not) of every user, of one kind or of all kinds."""
         with self._database.transaction() as connection:
             return int(connection.scalar(_PENDING[kind is not None], {"kind": kind}) or 0)
+
+    def longest_unclaimed_seconds(self) -> float | None:
+        """How long the job due longest (of any user and kind) has waited for a worker to
+        claim it, in seconds by the database clock; ``None`` when no job is due.
+
+        Workers claim a due job within their poll (a second by default), so a long wait says
+        that no worker is running, or that the workers are behind.
+        """
+        with self._database.reading() as connection:
+            waited = connection.scalar(_LONGEST_UNCLAIMED)
+        return None if waited is None else float(waited)
 
     def _update_claimed(self, job: Job, statement: TextClause, **values: object) -> bool:
         """Run ``statement`` (``_RENEW``, ``_FINISH``) on the job if it is still running under

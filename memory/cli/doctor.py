@@ -16,9 +16,10 @@ from memory.cli.base import EXIT_OK, EXIT_PROBLEM, Subcommands
 from memory.cli.endpoint import describe_api_error, endpoint_name, open_client
 from memory.context.tokens import encoding_for_model
 from memory.errors import ConfigurationError
+from memory.jobs.unclaimed import UNCLAIMED_WARNING_SECONDS
 from memory.settings import Settings
 from retrieval import EmbeddingError, OnnxEmbedder
-from storage import MIGRATIONS, Database, StorageError
+from storage import MIGRATIONS, Database, JobQueue, StorageError
 
 __all__ = ["Check", "register_doctor"]
 
@@ -138,14 +139,16 @@ def _check_database(settings: Settings) -> tuple[list[Check], tuple[str, int] | 
             recorded = connection.execute(
                 text("SELECT name, dimension FROM card_embedding_model")
             ).one_or_none()
+        checks = [
+            Check("database", "ok", f"reachable: {where}"),
+            _check_postgres(server),
+            _check_pgvector(vector),
+            _check_migrations(applied),
+        ]
+        if checks[-1].status == "ok":
+            checks.append(_check_jobs(JobQueue(database).longest_unclaimed_seconds()))
     finally:
         database.close()
-    checks = [
-        Check("database", "ok", f"reachable: {where}"),
-        _check_postgres(server),
-        _check_pgvector(vector),
-        _check_migrations(applied),
-    ]
     return checks, (str(recorded[0]), int(recorded[1])) if recorded is not None else None
 
 
@@ -183,6 +186,20 @@ def _check_migrations(applied: set[int]) -> Check:
     if missing:
         return Check("migrations", "fail", f"not applied: {missing}", "open it once with stratamem")
     return Check("migrations", "ok", f"{len(known)} of {len(known)} applied")
+
+
+def _check_jobs(waited: float | None) -> Check:
+    if waited is None:
+        return Check("jobs", "ok", "no job waits for a worker")
+    if waited < UNCLAIMED_WARNING_SECONDS:
+        return Check("jobs", "ok", f"the job due longest has waited {waited:.0f} s for a worker")
+    return Check(
+        "jobs",
+        "warn",
+        f"a job has waited {waited:.0f} s for a worker: none is running, or they are behind "
+        "(until one runs, summaries stay raw archives and no cards are made)",
+        "run `stratamem worker` (or Memory.run_worker()), or use STRATAMEM_SUMMARY__MODE=inline",
+    )
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -453,3 +453,38 @@ def test_prune_is_bounded_per_call_and_goes_on_where_it_stopped(
 
         assert calls == [10, 10, 5, 0]
         assert statuses(opened, kind) == {}
+
+
+def due_ago(database: Database, session_id: str, seconds: float) -> None:
+    """Make the session's pending jobs due ``seconds`` ago."""
+    with database.transaction() as connection:
+        connection.execute(
+            text(
+                "UPDATE jobs SET run_after = now() - make_interval(secs => :seconds) "
+                "WHERE session_id = :session_id AND status = 'pending'"
+            ),
+            {"seconds": seconds, "session_id": session_id},
+        )
+
+
+def test_longest_unclaimed_is_how_long_the_job_due_longest_has_waited(
+    database: Database, kind: str, user_id: str
+) -> None:
+    # A database of its own: the wait is over every user's jobs.
+    with own_database(database, "unclaimed") as opened:
+        queue = JobQueue(opened)
+        assert queue.longest_unclaimed_seconds() is None
+        queue.enqueue(kind, user_id, "later", delay_seconds=3_600)
+        assert queue.longest_unclaimed_seconds() is None  # pending, not due yet
+
+        queue.enqueue(kind, user_id, "due")
+        queue.enqueue(kind, user_id, "long-due")
+        due_ago(opened, "long-due", 90)
+        waited = queue.longest_unclaimed_seconds()
+        assert waited is not None and 90 <= waited < 90 + 60
+
+        assert claim(queue, kind) is not None  # the worker takes the job due longest first
+        waited = queue.longest_unclaimed_seconds()
+        assert waited is not None and 0 <= waited < 60
+        assert claim(queue, kind) is not None
+        assert queue.longest_unclaimed_seconds() is None

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Iterator
 
 import pytest
 from cli_fixtures import clean_environment
+from databases import own_database
 from fake_openai import FakeOpenAI, Reply, Status
+from sqlalchemy import text
 
 from memory.cli import main
 from memory.cli.doctor import _check_migrations, _check_pgvector, _version_tuple
-from storage import MIGRATIONS
+from storage import MIGRATIONS, Database, JobQueue
 
 
 @pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> str:
-    return clean_environment(monkeypatch, database_url)
+def cli_env(monkeypatch: pytest.MonkeyPatch, database: Database) -> Iterator[str]:
+    # A database of its own: the jobs check reads every user's jobs.
+    with own_database(database, "doctor") as own:
+        yield clean_environment(monkeypatch, own.url)
 
 
 def closed_port() -> int:
@@ -53,14 +58,15 @@ def test_a_healthy_setup_passes_every_check_with_the_real_model(
     out = capsys.readouterr().out
     checks = lines_of(out)
     assert list(checks) == [
-        "database", "postgresql", "pgvector", "migrations", "tokens", "embeddings", "llm",
+        "database", "postgresql", "pgvector", "migrations", "jobs", "tokens", "embeddings", "llm",
     ]  # fmt: skip
     assert {status for status, _ in checks.values()} == {"ok"}
     assert checks["pgvector"][1].startswith("version 0.")
     assert "all-MiniLM-L6-v2 loads offline (384 dimensions, onnx)" in checks["embeddings"][1]
     assert "answers (a 1-token completion with gpt-4o-mini)" in checks["llm"][1]
     assert "sk-doctor-test" not in out
-    assert out.rstrip().endswith("doctor: 7 ok, 0 warn, 0 fail")
+    assert checks["jobs"][1] == "no job waits for a worker"
+    assert out.rstrip().endswith("doctor: 8 ok, 0 warn, 0 fail")
 
 
 def test_an_unreachable_llm_is_a_failure_line_not_a_traceback(
@@ -81,7 +87,7 @@ def test_an_unreachable_llm_is_a_failure_line_not_a_traceback(
     assert checks["embeddings"][0] == "warn"
     assert checks["database"][0] == "ok"
     assert "Traceback" not in captured.out + captured.err
-    assert captured.out.rstrip().endswith("doctor: 5 ok, 1 warn, 1 fail")
+    assert captured.out.rstrip().endswith("doctor: 6 ok, 1 warn, 1 fail")
 
 
 def test_an_unreachable_database_fails_and_hides_its_password(
@@ -118,6 +124,26 @@ def test_a_rejected_key_is_named(
     status, rest = lines_of(capsys.readouterr().out)["llm"]
     assert status == "fail"
     assert "rejected the API key (HTTP 401)" in rest
+
+
+def test_a_job_no_worker_claims_is_a_warning_that_says_what_to_run(
+    cli_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRATAMEM_CARDS__EMBEDDER", "hashing")
+    database = Database.open(cli_env)
+    try:
+        JobQueue(database).enqueue("cards", "u", "s")
+        with database.transaction() as connection:
+            connection.execute(text("UPDATE jobs SET run_after = now() - interval '2 minutes'"))
+    finally:
+        database.close()
+
+    assert main(["doctor"]) == 0  # a warning: the setup works
+
+    status, rest = lines_of(capsys.readouterr().out)["jobs"]
+    assert status == "warn"
+    assert "a job has waited 120 s for a worker" in rest
+    assert "run `stratamem worker`" in rest
 
 
 def test_versions_below_what_is_needed_fail() -> None:
