@@ -84,7 +84,7 @@ def holders_of(parts: tuple[str, ...]) -> list[str]:
     containers = gc.get_objects()
     found: list[str] = []
     for container in containers:
-        if isinstance(container, types.FrameType):
+        if type(container) is types.FrameType:  # not isinstance: no __class__ asked for
             continue
         for item in gc.get_referents(container):
             if type(item) is str and item is not wanted and wanted in item.lower():
