@@ -110,6 +110,7 @@ def test_a_forget_of_one_session_leaves_none_of_its_texts_in_this_process(
 ) -> None:
     tell(mem, user_id, NAME_PARTS)
     assert recalled(mem, user_id, "now", NAME_PARTS)
+    mem.kept_reports(user_id=user_id, session_id="now")  # its report written, not queued
 
     mem.forget(user_id=user_id, session_id="now")
     mem.forget(user_id=user_id, session_id="past")
