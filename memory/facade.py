@@ -36,6 +36,7 @@ from memory.settings import Settings
 from memory.summary.summarizer import SummaryEvent
 from memory.transfer.export_import import Imported, export_lines, import_lines
 from retrieval import CardDraft, Embedder, ScoredCard
+from retrieval.held_texts import forget_held_texts
 from storage import (
     ArchiveMarks,
     Card,
@@ -325,6 +326,13 @@ class Memory:
         against the stored messages by the request's own statement, and every write made from
         messages read before the erasure (a fold, an archive, a reply) is refused.
 
+        This process then keeps none of the user's texts in memory: every ``Memory``'s recent
+        windows of the user, every held card vector and keyword postings of the user, and the
+        caches keyed by text (lines' terms, stems, queries' dates and attributes, prefetched
+        queries) are dropped (``retrieval.held_texts``; a forget of one card or session drops
+        the same). Other processes keep theirs until evicted and never serve a forgotten
+        message or card from them (``docs/security.md``, "Erasure").
+
         Returns:
             How many rows were deleted, by table (for the caller to say).
 
@@ -342,8 +350,8 @@ class Memory:
         erased = erase(self._database, user_id, session_id=session_id, card_id=card_id)
         if card_id is not None and erased.cards == 0:
             raise CardNotFoundError(f"user {user_id!r} has no card {card_id}")
+        forget_held_texts(user_id)
         if card_id is None:
-            self._parts.recent.forget(user_id, session_id)
             self._parts.queued.forget(user_id, session_id)
             self._parts.queued_archiving.forget(user_id, session_id)
         return Forgotten(**{f.name: getattr(erased, f.name) for f in fields(erased)})

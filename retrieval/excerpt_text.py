@@ -4,6 +4,7 @@ what the query asks for (``retrieval.excerpts``)."""
 import re
 from functools import lru_cache
 
+from retrieval.held_texts import hold_cache
 from retrieval.keywords import analyze
 from retrieval.recipe import SearchConfig
 
@@ -13,6 +14,7 @@ __all__ = ["asks", "bare_question", "cut_line", "line_terms", "sentences_of"]
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+")
 
 
+@hold_cache  # emptied by a forget: it holds the lines themselves
 @lru_cache(maxsize=4096)
 def _text_terms(text: str, stop_words: frozenset[str]) -> frozenset[str]:
     # Remembered: the same cards come back request after request, and stemming is Python.

@@ -9,10 +9,12 @@ analyses cards and queries, so a query matches exactly the terms a card was inde
 import re
 import threading
 import unicodedata
+import weakref
 from collections import Counter
 
 import snowballstemmer
 
+from retrieval.held_texts import hold_texts
 from retrieval.recipe import STOP_WORDS
 
 __all__ = ["STOP_WORDS", "analyze", "is_cjk_term", "term_frequencies"]
@@ -34,6 +36,32 @@ _local = threading.local()
 _REMEMBERED_STEMS = 50_000
 
 
+class _ThreadStems:
+    """One thread's remembered stems (a plain dict, the fastest look-up), in an object the
+    list of every thread's can refer to weakly: it goes when its thread does."""
+
+    __slots__ = ("__weakref__", "by_word")
+
+    def __init__(self) -> None:
+        self.by_word: dict[str, str] = {}
+
+
+_every_thread_stems: weakref.WeakSet[_ThreadStems] = weakref.WeakSet()
+_every_thread_lock = threading.Lock()
+
+
+def _forget_stems(_user_id: str) -> None:
+    """Empty every thread's remembered stems: they are words users wrote (a name among
+    them), by word, not by user."""
+    with _every_thread_lock:
+        held = list(_every_thread_stems)
+    for stems in held:
+        stems.by_word.clear()  # one atomic call: its thread at worst stems a word again
+
+
+hold_texts(_forget_stems)
+
+
 def _stemmer() -> snowballstemmer.stemmer:
     # ``snowballstemmer.stemmer`` is PyStemmer's C Snowball when it is installed (a dependency):
     # the same stems as the pure-Python one (tests/retrieval/test_keywords.py), 60-120x faster;
@@ -43,15 +71,21 @@ def _stemmer() -> snowballstemmer.stemmer:
     stemmer: snowballstemmer.stemmer | None = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+        if hasattr(stemmer, "maxCacheSize"):
+            # PyStemmer's own cache of words is off: the thread's stems (``_stems``) are
+            # looked up before it anyway, and a forget empties those, not it.
+            stemmer.maxCacheSize = 0
     return stemmer
 
 
 def _stems() -> dict[str, str]:
     """The stems this thread remembers, by word."""
-    stems: dict[str, str] | None = getattr(_local, "stems", None)
+    stems: _ThreadStems | None = getattr(_local, "stems", None)
     if stems is None:
-        stems = _local.stems = {}
-    return stems
+        stems = _local.stems = _ThreadStems()
+        with _every_thread_lock:
+            _every_thread_stems.add(stems)
+    return stems.by_word
 
 
 def _stem(word: str) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from retrieval.embedder import Embedder
+from retrieval.held_texts import hold_texts
 
 __all__ = ["PrefetchingEmbedder"]
 
@@ -38,6 +39,7 @@ class PrefetchingEmbedder:
         self._executor: ThreadPoolExecutor | None = None
         #: How many prefetched vectors an ``embed`` took (the rest were dropped or are pending).
         self.handed_over = 0
+        hold_texts(self.forget)
 
     @property
     def name(self) -> str:
@@ -81,6 +83,15 @@ class PrefetchingEmbedder:
                     self.handed_over += 1
                 return [vector]
         return self._inner.embed(texts)
+
+    def forget(self, _user_id: str) -> None:
+        """Drop every prefetched text still waiting (``retrieval.held_texts``: they are inputs,
+        not known by user); an ``embed`` of one embeds it then."""
+        with self._lock:
+            dropped = list(self._pending.values())
+            self._pending.clear()
+        for future in dropped:
+            future.cancel()
 
     def _one(self, text: str) -> list[float]:
         [vector] = self._inner.embed([text])

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import storage.cards.queries as card_queries
+from retrieval.held_texts import hold_texts
 from retrieval.vectors import DEFAULT_VECTOR_CACHE_BYTES, CardVectors, UserVectors
 from storage.cards.rows import unit_vector
 from storage.cards.store import Candidates, CardFilter, CardMatch, CardStore
@@ -55,6 +56,15 @@ class CardRanking:
         self._vectors = (
             CardVectors(store, max_bytes=vector_cache_bytes) if vector_cache_bytes > 0 else None
         )
+        hold_texts(self.forget)
+
+    def forget(self, user_id: str) -> None:
+        """Drop what this ranking holds of the user: the current cards' vectors and keyword
+        postings (their terms are the words of the cards), and whether the user is large
+        (``retrieval.held_texts``: a forget of the user calls it)."""
+        self._indexed_users.pop(user_id, None)
+        if self._vectors is not None:
+            self._vectors.drop(user_id)
 
     @property
     def store(self) -> CardStore:

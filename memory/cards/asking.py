@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from retrieval.held_texts import hold_cache
+
 __all__ = ["ASKED_ATTRIBUTES", "asks_about_the_past", "attributes_asked"]
 
 _PAST_ENGLISH = re.compile(
@@ -47,9 +49,11 @@ ASKED_ATTRIBUTES: dict[str, re.Pattern[str]] = {
 
 
 # Both are remembered by query: recall asks them of one query several times (for its search,
-# its validity and its excerpts), 70-90 us of regular expressions each time.
+# its validity and its excerpts), 70-90 us of regular expressions each time. A forget empties
+# them (``retrieval.held_texts``): they hold the queries.
 
 
+@hold_cache
 @lru_cache(maxsize=256)
 def asks_about_the_past(query: str) -> bool:
     """Whether ``query`` asks what held before (an earlier home, job, phone), in English or Chinese.
@@ -65,6 +69,7 @@ def asks_about_the_past(query: str) -> bool:
     )
 
 
+@hold_cache
 @lru_cache(maxsize=256)
 def attributes_asked(query: str) -> tuple[str, ...]:
     """The user's properties ``query`` names (``city``, ``employer``, ``allergy:`` ...), in the

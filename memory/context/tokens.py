@@ -176,7 +176,15 @@ def _cache_key(message: Message) -> Hashable:
     content = message.content
     if isinstance(content, str) and not message.tool_calls:
         # The common message, on the hot path of every trim: a flat tuple, nothing nested.
-        return (message.role, hash(content), len(content), message.name, message.tool_call_id)
+        # Inline, not ``_fingerprint``: most messages have neither a name nor a call id.
+        name, call_id = message.name, message.tool_call_id
+        return (
+            message.role,
+            hash(content),
+            len(content),
+            None if name is None else (hash(name), len(name)),
+            None if call_id is None else (hash(call_id), len(call_id)),
+        )
     calls = tuple(
         (
             _fingerprint(call.id),

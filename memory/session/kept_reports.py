@@ -130,6 +130,9 @@ class ReportKeeper:
                 self.unkept += len(batch) - kept
                 self._finished += len(batch)
                 self._changed.notify_all()
+            # Not kept alive while the thread waits up to IDLE_EXIT_S: its reports hold what
+            # the users said, and a forget expects this process to hold none of it.
+            del batch
 
     def _write(self, batch: list[_Queued]) -> int:
         """Store one batch; how many reports were written or deliberately left out.

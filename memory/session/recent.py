@@ -26,6 +26,7 @@ from memory.context.counted import CountedMessages
 from memory.context.messages import Message
 from memory.context.tokens import TokenCounter
 from memory.context.units import fit_newest_start, turn_start, unit_spans
+from retrieval.held_texts import hold_texts
 from storage import MessageStore, NewMessage, StoredMessage, SummaryRecord
 from storage.messages.store import WindowRead
 
@@ -85,6 +86,7 @@ class RecentMessages:
         #: The size of each cached record, by session and seq.
         self._sizes: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
+        hold_texts(self.forget)  # a forget of the user, in this process, drops their windows
 
     @property
     def cached_sessions(self) -> int:
@@ -191,7 +193,9 @@ class RecentMessages:
     def forget(self, user_id: str, session_id: str | None = None) -> None:
         """Drop the cached window of one session, or (``None``) of every session of the user.
 
-        For erasure: a deleted session that starts again must not be served its old messages.
+        For erasure (``retrieval.held_texts`` calls it with the user of every forget): a
+        deleted session that starts again must not be served its old messages, and the
+        process keeps none of them.
         """
         with self._lock:
             keys = [

@@ -109,22 +109,22 @@ def test_over_stdio_a_remembered_fact_is_found_by_search(
 @pytest.fixture
 def mcp_http(mcp_database: Database) -> Iterator[str]:
     """``stratamem mcp --http --port 0`` as its own process; its URL."""
-    process = subprocess.Popen(
+    with subprocess.Popen(  # leaving it closes its pipes
         [sys.executable, "-m", "memory.cli", "mcp", "--http", "--port", "0"],
         env=environment(mcp_database),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-        assert first.startswith("stratamem mcp on http://127.0.0.1:"), process.stderr
-        assert first.rstrip().endswith("(keys required)")
-        yield first.split()[3]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    ) as process:
+        try:
+            assert process.stdout is not None
+            first = process.stdout.readline()
+            assert first.startswith("stratamem mcp on http://127.0.0.1:"), process.stderr
+            assert first.rstrip().endswith("(keys required)")
+            yield first.split()[3]
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def over_http(url: str, headers: dict[str, str], work: Any) -> Any:
@@ -199,27 +199,27 @@ def test_over_http_a_request_without_a_valid_key_or_naming_another_user_is_refus
 def test_without_keys_it_warns_and_believes_the_named_user(
     mcp_database: Database, user_id: str
 ) -> None:
-    process = subprocess.Popen(
+    with subprocess.Popen(  # leaving it closes its pipes
         [sys.executable, "-m", "memory.cli", "mcp", "--http", "--port", "0", "--no-auth"],
         env=environment(mcp_database),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert process.stdout is not None and process.stderr is not None
-        first = process.stdout.readline()
-        assert first.rstrip().endswith("(NO AUTH)")
-        assert "WARNING: --no-auth" in process.stderr.readline()
+    ) as process:
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            first = process.stdout.readline()
+            assert first.rstrip().endswith("(NO AUTH)")
+            assert "WARNING: --no-auth" in process.stderr.readline()
 
-        async def remember(session: ClientSession) -> Any:
-            await session.initialize()
-            return answer(await session.call_tool("remember", {"text": "No key needed."}))
+            async def remember(session: ClientSession) -> Any:
+                await session.initialize()
+                return answer(await session.call_tool("remember", {"text": "No key needed."}))
 
-        kept = over_http(first.split()[3], {"X-Stratamem-User": user_id}, remember)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+            kept = over_http(first.split()[3], {"X-Stratamem-User": user_id}, remember)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
     memory = Memory(mcp_database, Settings(cards={"embedder": "hashing"}))
     assert memory.card(user_id=user_id, card_id=kept["id"]).text == "No key needed."
 

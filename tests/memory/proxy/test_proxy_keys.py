@@ -271,14 +271,17 @@ def test_a_key_that_cannot_be_checked_is_a_503_and_nothing_moves(
     upstream: tuple[FakeUpstream, str],
     fresh_data_dir: Path,
 ) -> None:
-    holder = Database.open(data_dir=fresh_data_dir)  # by URL below: the outage must last
-    own = Memory.open(holder.url, embedder=HashingEmbedder())
-    key, _ = KeyRing(ProxyKeyStore(own.database)).create(user_id="u")
-    client = make_client(make_proxy(own), api_key=key)
-    stop_embedded((fresh_data_dir / "pg").resolve())
+    # By URL, the memory's database: the outage must last (closed, both: no connection left).
+    with (
+        Database.open(data_dir=fresh_data_dir) as holder,
+        Memory.open(holder.url, embedder=HashingEmbedder()) as own,
+    ):
+        key, _ = KeyRing(ProxyKeyStore(own.database)).create(user_id="u")
+        client = make_client(make_proxy(own), api_key=key)
+        stop_embedded((fresh_data_dir / "pg").resolve())
 
-    with pytest.raises(openai.InternalServerError) as raised:
-        client.chat.completions.create(model="m", messages=HELLO)  # type: ignore[arg-type]
+        with pytest.raises(openai.InternalServerError) as raised:
+            client.chat.completions.create(model="m", messages=HELLO)  # type: ignore[arg-type]
 
     assert raised.value.status_code == 503
     error = raised.value.body
