@@ -29,6 +29,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,13 @@ def main() -> None:
 def measure(tree: Path | None, args: argparse.Namespace) -> dict[str, Any]:
     """Run the turns with the packages of ``tree`` (None: those already importable)."""
     if tree is not None:
-        sys.path.insert(0, str(tree.resolve()))
-    # Imported here, after the tree's folder is first on the path.
+        # Its packages alone, first on the path: the benchmarks' modules stay this tree's (an
+        # older ``benchmarks.prepare`` imported LangChain, whose objects would be counted).
+        packages = Path(tempfile.mkdtemp(prefix="gc-pauses-"))
+        for name in PACKAGES:
+            (packages / name).symlink_to(tree.resolve() / name)
+        sys.path.insert(0, str(packages))
+    # Imported here, after the tree's packages are first on the path.
     from benchmarks.machine import machine_state
     from benchmarks.prepare import SYSTEM, USER, percentile
     from benchmarks.prepare_phases import SETTINGS, open_variants
@@ -74,9 +80,8 @@ def measure(tree: Path | None, args: argparse.Namespace) -> dict[str, Any]:
     from memory import Memory
 
     if tree is not None:
-        assert all(
-            str(sys.modules[name].__file__).startswith(str(tree.resolve())) for name in PACKAGES
-        )
+        assert all(str(sys.modules[name].__file__).startswith(str(packages)) for name in PACKAGES)
+    assert "langchain_core" not in sys.modules
     with Memory.open(data_dir=args.data_dir, **SETTINGS) as memory:
         _, session = open_variants(memory, None)
 
