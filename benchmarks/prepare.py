@@ -50,7 +50,6 @@ import psycopg
 from sqlalchemy import text
 
 from benchmarks.machine import CpuSteal, machine_state
-from benchmarks.prepare_peers import LangChainTurn, Mem0
 from benchmarks.scripted_turns import scripted_history, turn_messages
 from memory import Memory, Settings
 from memory.context.tokens import TiktokenCounter
@@ -266,6 +265,8 @@ def main() -> None:
                     # Before the database stops, so the worker does not report it gone.
                     worker.terminate()
                     worker.wait()
+            from benchmarks.prepare_peers import Mem0
+
             peer = Mem0(args.mem0_venv)
             found: dict[int, dict[str, float]] = {}
             if args.no_mem0:
@@ -294,6 +295,10 @@ def run(
     """Warm up, then time stratamem and LangChain at every size; print each row as it comes."""
     counter = TiktokenCounter("gpt-4o-mini")
     budget = args.context_window - 1024
+    # Imported here: LangChain's modules stay out of the processes that import this one
+    # for its user and sessions only (benchmarks/gc_pauses.py counts the objects alive).
+    from benchmarks.prepare_peers import LangChainTurn
+
     langchain = LangChainTurn(conn, mem.database_url, counter, budget, k=4)
     langchain.add_memories(USER, *user_cards(mem))
     warm = f"warm-{uuid.uuid4().hex[:8]}"

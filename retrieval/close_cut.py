@@ -73,5 +73,5 @@ def covered_terms(wanted: set[str], lines: Iterable[Line], config: SearchConfig)
     for line in lines:
         speaker, colon, _ = line.text.partition(": ")
         if line.turn and colon:
-            names |= line_terms(speaker, config)
+            names.update(line_terms(speaker, config))
     return (wanted - names) or wanted

@@ -2,6 +2,7 @@
 what the query asks for (``retrieval.excerpts``)."""
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from retrieval.held_texts import hold_cache
@@ -14,16 +15,30 @@ __all__ = ["asks", "bare_question", "cut_line", "line_terms", "sentences_of"]
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f]+")
 
 
-@hold_cache  # emptied by a forget: it holds the lines themselves
-@lru_cache(maxsize=4096)
-def _text_terms(text: str, stop_words: frozenset[str]) -> frozenset[str]:
-    # Remembered: the same cards come back request after request, and stemming is Python.
-    return frozenset(analyze(text, stop_words))
+@hold_cache  # emptied by a forget: its texts' caches, holding the lines themselves, go with it
+@lru_cache(maxsize=8)
+def _remembered_terms(stop_words: frozenset[str]) -> Callable[[str], tuple[str, ...]]:
+    """A text's distinct terms under ``stop_words``, remembered for the 4,096 texts last asked.
+
+    Remembered: the same cards come back request after request, and stemming is Python. As a
+    tuple of strings keyed by the text alone, which the garbage collector stops tracking at its
+    first pass over them (a frozenset, or a key holding the stop words' frozenset, it tracks
+    for as long as they live): a cache that stays full is walked by every full collection, and
+    each entry it takes in is promoted until one is due (``benchmarks/gc_pauses.py``).
+    """
+
+    @lru_cache(maxsize=4096)
+    def terms(text: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(analyze(text, stop_words)))
+
+    return terms
 
 
-def line_terms(text: str, config: SearchConfig) -> frozenset[str]:
-    """A text's search terms under the recipe's stop words (remembered)."""
-    return _text_terms(text, config.stop_words)
+def line_terms(text: str, config: SearchConfig) -> tuple[str, ...]:
+    """A text's distinct search terms under the recipe's stop words, in the order they first
+    occur (remembered): test them against a set of terms with ``isdisjoint``,
+    ``intersection``."""
+    return _remembered_terms(config.stop_words)(text)
 
 
 def cut_line(text: str, wanted: set[str], config: SearchConfig) -> str | None:
@@ -37,7 +52,7 @@ def cut_line(text: str, wanted: set[str], config: SearchConfig) -> str | None:
     sentences = sentences_of(said)
     if len(sentences) < 2:
         return None
-    holds = [bool(line_terms(sentence, config) & wanted) for sentence in sentences]
+    holds = [not wanted.isdisjoint(line_terms(sentence, config)) for sentence in sentences]
     if not any(holds):
         if not config.context_sentences:
             return None

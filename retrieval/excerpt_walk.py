@@ -15,7 +15,7 @@ answered with a counting function of this layer's callers.
 """
 
 import math
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -48,7 +48,7 @@ class Line:
     Attributes:
         key: ``("message", id)`` for a line of a turn card, ``("card", id)`` for a whole card.
         text: What was said (``Speaker: text``, or a whole card with its day).
-        terms: Its search terms.
+        terms: Its distinct search terms.
         day: The day label of the turn card it came from.
         message_ids: Its source messages.
         turn: Whether it is a line of a turn card.
@@ -65,7 +65,7 @@ class Line:
 
     key: tuple[str, int]
     text: str
-    terms: frozenset[str]
+    terms: Collection[str]
     day: str | None
     message_ids: tuple[int, ...]
     turn: bool

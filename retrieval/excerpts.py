@@ -276,7 +276,7 @@ def _shape(line: Line, repeated: bool, wanted: set[str], config: SearchConfig) -
     asking = line.turn and (asks(line.text) or repeated)
     line.opens = not (line.turn and (repeated or bare_question(line.text)))
     speaker, colon, _ = line.text.partition(": ")
-    named = line.turn and bool(colon) and bool(line_terms(speaker, config) & wanted)
+    named = line.turn and bool(colon) and not wanted.isdisjoint(line_terms(speaker, config))
     return named, asking
 
 
@@ -293,7 +293,9 @@ def _score_lines(
     (and, from a stale card, until when what it says held: ``valid_to``). ``covered``: the
     query's terms a line's coverage counts (``wanted`` less the speakers' names, unless the
     recipe's ``names_cover``); ``shape``: each line's ``_shape``."""
-    coverage = [len(line.terms & covered) / len(covered) if covered else 0.0 for line in parts]
+    coverage = [
+        len(covered.intersection(line.terms)) / len(covered) if covered else 0.0 for line in parts
+    ]
     top = max(coverage)
     middle = len(parts) // 2
     best = middle if coverage[middle] == top else coverage.index(top)

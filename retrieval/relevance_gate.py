@@ -6,7 +6,7 @@ it holds ``min_keyword_share`` of the query's search terms, or when the caller v
 it. A CJK query has no gate: the similarities were measured on English questions.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -100,13 +100,13 @@ def card_gate(
     return Gate(
         similarity=hit.similarity,
         min_similarity=threshold,
-        keyword_share=len(held & wanted) / len(wanted) if wanted else 0.0,
+        keyword_share=len(wanted.intersection(held)) / len(wanted) if wanted else 0.0,
         min_keyword_share=config.min_keyword_share,
         vouched=vouched,
     )
 
 
-def card_terms(hit: ScoredCard, config: SearchConfig) -> frozenset[str]:
+def card_terms(hit: ScoredCard, config: SearchConfig) -> Collection[str]:
     """A card's search terms: as stored, when the search read them (the same analysis of the
     same text, made when the card was stored), else analysed now."""
     return hit.terms if hit.terms is not None else line_terms(hit.card.text, config)

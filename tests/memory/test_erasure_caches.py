@@ -130,10 +130,10 @@ def test_another_users_forget_changes_no_recall_and_the_caches_fill_again(
     assert before
 
     mem.forget(user_id=other)
-    assert retrieval.excerpt_text._text_terms.cache_info().currsize == 0
+    assert retrieval.excerpt_text._remembered_terms.cache_info().currsize == 0
     after = recalled(mem, user_id, "second", KEPT_PARTS)
 
     assert after == before
-    assert retrieval.excerpt_text._text_terms.cache_info().currsize > 0
+    assert retrieval.excerpt_text._remembered_terms.cache_info().currsize > 0
     assert holders_of(NAME_PARTS) == []
     assert holders_of(KEPT_PARTS)  # the kept user's texts are cached again

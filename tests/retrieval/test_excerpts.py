@@ -5,6 +5,7 @@ Pure: cards are built by hand (as the store returns them) and tokens counted as 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -436,3 +437,16 @@ def test_a_line_of_overlapping_cards_is_looked_at_once_and_its_words_once(
     lines = sorted(line for _, line in CONVERSATION[:4])
     assert sorted(looked) == lines
     assert sorted(compared) == lines
+
+
+def test_remembered_line_terms_add_nothing_the_garbage_collector_walks() -> None:
+    # A full collection walks every tracked object; recall's cache of line terms stays full.
+    texts = [f"Anna: deploy {n} of checkout changed the retry policy in Lyon." for n in range(500)]
+    gc.collect()
+    tracked = len(gc.get_objects())
+    remembered = [excerpt_text.line_terms(text, GATED) for text in texts]
+    gc.collect()
+    assert not any(gc.is_tracked(terms) for terms in remembered)
+    assert len(gc.get_objects()) - tracked < 50  # nor do the cache's keys
+    assert remembered[0] == tuple(dict.fromkeys(analyze(texts[0], GATED.stop_words)))
+    assert excerpt_text.line_terms(texts[0], GATED) is remembered[0]
