@@ -26,7 +26,7 @@ from sqlalchemy import Connection, text
 
 from storage.cards.term_counts import count_terms, forget_term_counts
 from storage.engine import Database
-from storage.errors import SessionErasedError
+from storage.errors import InvalidInputError, SessionErasedError
 from storage.inputs import check_id
 
 __all__ = ["Erased", "delete_cards", "erase", "lock_source", "lock_sources"]
@@ -106,6 +106,35 @@ def erase(
         InvalidInputError: An id is not usable.
         ValueError: Both ``session_id`` and ``card_id`` were given.
     """
+    # A session started while this runs (its row created after the lock below, its first
+    # message stored after the messages were deleted) makes the delete of its row fail on the
+    # messages' foreign key. The transaction is then run again: the row exists by then, so
+    # the lock holds its writers off.
+    attempt = 1
+    while True:
+        try:
+            return _erase_once(database, user_id, session_id=session_id, card_id=card_id)
+        except InvalidInputError as error:
+            if attempt == _ATTEMPTS or not _started_meanwhile(error):
+                raise
+            attempt += 1
+
+
+#: How often ``erase`` runs its transaction when sessions start while it runs.
+_ATTEMPTS = 3
+
+
+def _started_meanwhile(error: InvalidInputError) -> bool:
+    """Whether the database refused an erasure on a foreign key (SQLSTATE 23503): a row that
+    references what it deleted was committed meanwhile."""
+    cause = error.__cause__
+    return getattr(getattr(cause, "orig", cause), "sqlstate", None) == "23503"
+
+
+def _erase_once(
+    database: Database, user_id: str, *, session_id: str | None, card_id: int | None
+) -> Erased:
+    """One transaction of ``erase``."""
     check_id("user_id", user_id)
     if session_id is not None and card_id is not None:
         raise ValueError("erase one card or one session, not both")

@@ -24,6 +24,8 @@ __all__ = [
 ]
 
 _SESSION = "user_id = :user_id AND session_id = :session_id"
+#: How often ``lock_session`` creates a session erased as it was created.
+_CREATE_ATTEMPTS = 3
 _LOCK = text(f"SELECT last_seq FROM sessions WHERE {_SESSION} FOR UPDATE")
 _CREATE = text(
     "INSERT INTO sessions (user_id, session_id) VALUES (:user_id, :session_id) "
@@ -94,10 +96,13 @@ def lock_session(connection: Connection, user_id: str, session_id: str) -> int:
     """Create the session if missing, lock its row for this transaction, return its last seq."""
     session = {"user_id": user_id, "session_id": session_id}
     last_seq = connection.scalar(_LOCK, session)
-    if last_seq is None:
+    for _ in range(_CREATE_ATTEMPTS):
+        if last_seq is not None:
+            break
         connection.execute(_CREATE, session)
-        # After the insert (ours or a concurrent one) it exists, unless erased at this very
-        # moment (``erase_conversations``): then the insert fails and a retry starts afresh.
+        # After the insert (ours or a concurrent one) it exists, unless a concurrent one was
+        # erased at this very moment (``storage.erasure``): then it is created again, so the
+        # messages start the session afresh rather than fail on its foreign key.
         last_seq = connection.scalar(_LOCK, session)
     return int(last_seq or 0)
 
