@@ -83,7 +83,8 @@ def measure(tree: Path | None, args: argparse.Namespace) -> dict[str, Any]:
         assert all(str(sys.modules[name].__file__).startswith(str(packages)) for name in PACKAGES)
     assert "langchain_core" not in sys.modules
     with Memory.open(data_dir=args.data_dir, **SETTINGS) as memory:
-        _, session = open_variants(memory, None)
+        _, sessions = open_variants(memory, None)
+        session = sessions["this tree"]
 
         def turn(number: int) -> float:
             user, *rest = turn_messages(10_000 + number)

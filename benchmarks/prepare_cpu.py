@@ -48,14 +48,15 @@ def main() -> None:
     if not (args.data_dir / "pg").is_dir():
         sys.exit(f"no benchmark user in {args.data_dir}: run python -m benchmarks.prepare first")
     with Memory.open(data_dir=args.data_dir, **SETTINGS) as memory:
-        variants, session = open_variants(memory, args.against)
+        variants, sessions = open_variants(memory, args.against)
         for turn in range(10):
             user, *rest = turn_messages(10_000 + turn)
-            for variant in variants.values():
+            for name, variant in variants.items():
+                session = sessions[name]
                 variant.prepare(
                     user_id=USER, session_id=session, input=str(user["content"]), system=SYSTEM
                 )
-            memory.record(user_id=USER, session_id=session, messages=rest)
+                variant.record(user_id=USER, session_id=session, messages=rest)
         server = args.data_dir / "pg" / "postmaster.pid"
         print(f"start: {machine_state()}", flush=True)
         steal = CpuSteal()
@@ -66,7 +67,9 @@ def main() -> None:
             for name in list(variants) if turn % 2 == 0 else list(variants)[::-1]:
                 threads, postgres = _threads(), _server(server)
                 started = time.perf_counter()
-                variants[name].prepare(user_id=USER, session_id=session, input=text, system=SYSTEM)
+                variants[name].prepare(
+                    user_id=USER, session_id=sessions[name], input=text, system=SYSTEM
+                )
                 walls[name].append((time.perf_counter() - started) * 1e3)
                 time.sleep(_PAUSE_S)
                 for thread, (label, cpu) in _threads().items():
