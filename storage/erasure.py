@@ -26,7 +26,7 @@ from sqlalchemy import Connection, text
 
 from storage.cards.term_counts import count_terms, forget_term_counts
 from storage.engine import Database
-from storage.errors import InvalidInputError, SessionErasedError
+from storage.errors import InvalidInputError, SessionErasedError, sqlstate
 from storage.inputs import check_id
 
 __all__ = ["Erased", "delete_cards", "erase", "lock_source", "lock_sources"]
@@ -127,8 +127,7 @@ _ATTEMPTS = 3
 def _started_meanwhile(error: InvalidInputError) -> bool:
     """Whether the database refused an erasure on a foreign key (SQLSTATE 23503): a row that
     references what it deleted was committed meanwhile."""
-    cause = error.__cause__
-    return getattr(getattr(cause, "orig", cause), "sqlstate", None) == "23503"
+    return error.__cause__ is not None and sqlstate(error.__cause__) == "23503"
 
 
 def _erase_once(

@@ -41,6 +41,7 @@ __all__ = [
     "StratamemError",
     "describe",
     "shorten",
+    "sqlstate",
     "storage_error",
 ]
 
@@ -106,7 +107,7 @@ def storage_error(error: BaseException) -> StorageError:
     kinds = {kind.__name__ for kind in (*type(error).__mro__, *type(driver_error).__mro__)}
     if _is_pool_timeout(error) or "InterfaceError" in kinds:
         return unavailable
-    state = getattr(driver_error, "sqlstate", None) or ""
+    state = sqlstate(error)
     if not state:
         # Raised by the driver before the server said anything: a connection that failed,
         # or data the driver itself refuses to send.
@@ -120,6 +121,13 @@ def storage_error(error: BaseException) -> StorageError:
     if state[:2] in _INVALID_INPUT_CLASSES:
         return InvalidInputError(shorten(f"the database rejected the input ({state}): {reason}"))
     return StorageError(shorten(f"database error ({state}): {reason}"))
+
+
+def sqlstate(error: BaseException) -> str:
+    """The SQLSTATE the server gave ``error`` (SQLAlchemy's wrapper or psycopg's own error), or
+    ``""`` when the driver raised it before the server said anything."""
+    driver_error = getattr(error, "orig", None) or error
+    return getattr(driver_error, "sqlstate", None) or ""
 
 
 def _is_pool_timeout(error: BaseException) -> bool:
