@@ -111,7 +111,12 @@ def test_stratamem_worker_runs_every_thread_at_the_settings_niceness(
         threads = thread_niceness(worker.pid)
     finally:
         worker.terminate()
-        worker.wait(DEADLINE_S)
+        try:
+            worker.wait(DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            worker.kill()  # not left running beside the rest of the suite
+            worker.wait()
+            raise
 
     parent = os.getpriority(os.PRIO_PROCESS, 0)
     assert len(threads) >= 2  # the main thread and the worker's, at least

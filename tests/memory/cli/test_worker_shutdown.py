@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -218,3 +219,35 @@ def test_a_job_that_outlasts_the_grace_is_released_to_another_worker_at_once(
     summary = other.summary(user_id=user_id, session_id=session_id)
     assert summary is not None
     assert summary.content == "The user asked forty numbered questions."
+
+
+def test_a_signal_that_arrives_while_the_main_thread_holds_the_stop_events_lock_still_stops() -> (
+    None
+):
+    # The CI hang of stop 32: a handler that set the event itself waited forever for the lock
+    # the main thread held inside ``stop.wait()``. Here the main thread holds that lock when the
+    # signal is delivered; in a child, so a hang is a timeout, not a stuck suite.
+    code = textwrap.dedent(
+        """
+        import signal
+        from memory.cli.worker import stop_on_signals
+
+        with stop_on_signals() as (stop, received):
+            with stop._cond:  # what the main thread holds for a few bytecodes of stop.wait()
+                signal.raise_signal(signal.SIGTERM)
+            print(stop.wait(60), received == [signal.SIGTERM])
+        print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.set_wakeup_fd(-1))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        timeout=DEADLINE_S,
+    )
+
+    assert done.returncode == 0, done.stderr
+    # Stopped, by SIGTERM; then the handler and the wakeup fd are what they were before.
+    assert done.stdout.split() == ["True", "True", "True", "-1"]
