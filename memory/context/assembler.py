@@ -53,8 +53,8 @@ def assemble(
 ) -> AssembledContext:
     """Assemble the context of one request within ``budget`` tokens.
 
-    The prompt is ordered system, summary, memories (pins first, then by score), the window
-    chosen from ``history``, and the current turn. The summary and memories are sent as
+    The prompt is ordered system, summary, memories (pins first, then in the order given), the
+    window chosen from ``history``, and the current turn. The summary and memories are sent as
     system messages labelled as context. When the whole does not fit, the hard cap (see
     ``memory.context.cap.apply_cap``) cuts and drops parts in the priority order of
     ``docs/design.md`` ("The hard cap").

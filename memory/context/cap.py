@@ -3,10 +3,10 @@
 ``apply_cap`` runs the steps in the priority order of ``docs/design.md`` ("The hard cap"): the
 system message, pins and the current turn stay (the turn's big tool results are cut, further
 where the summary and the memories need room for their floors: ``memory.context.floors``); the
-oldest window units go first, then retrieved memories (lowest score first) and the summary
-(shortened or dropped) down to their floors, then the most recent units; the memories and the
-summary go below their floors last. Each step returns a new ``CappedContext`` recording its
-drops.
+oldest window units go first, then retrieved memories (the last in prompt order first) and the
+summary (shortened or dropped) down to their floors, then the most recent units; the memories
+and the summary go below their floors last. Each step returns a new ``CappedContext`` recording
+its drops.
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def _cuts(
 
 _WINDOW_REASON = "over budget: the oldest window units go first"
 _MEMORY_REASON = (
-    "still over budget without the older window: memories go next, lowest score first, "
-    "down to their floor"
+    "still over budget without the older window: memories go next, the last in prompt order "
+    "first, down to their floor"
 )
 _SHORTENED_REASON = (
     "still over budget with the memories at their floor: the summary is shortened, down to its "
@@ -272,10 +272,9 @@ def drop_memories(
     floor: int = 0,
     reason: str = _MEMORY_REASON,
 ) -> CappedContext:
-    """Drop retrieved (non-pinned) memories, lowest score first, until the context fits.
-
-    Of memories with the same score, the one later in prompt order goes first. None goes once
-    the retrieved memories cost at most ``floor`` tokens (``retrieved_tokens``).
+    """Drop retrieved (non-pinned) memories, the last in prompt order first, until the context
+    fits (recall orders them best first by more than score: ``order_memories``). None goes
+    once the retrieved memories cost at most ``floor`` tokens (``retrieved_tokens``).
     """
     over = capped.total - budget
     memories = capped.parts.memories

@@ -92,9 +92,8 @@ class Floors:
 
 def memory_drop_order(memories: Sequence[RetrievedMemory]) -> list[int]:
     """The indices of the retrieved (non-pinned) memories in the order the cap drops them:
-    lowest score first; of equal scores, the later one in prompt order first."""
-    retrieved = [index for index, memory in enumerate(memories) if not memory.pinned]
-    return sorted(retrieved, key=lambda index: (memories[index].score, -index))
+    the last in prompt order first (``order_memories``: recall's least wanted)."""
+    return [index for index in reversed(range(len(memories))) if not memories[index].pinned]
 
 
 def retrieved_tokens(memories: Sequence[RetrievedMemory], counter: TokenCounter) -> int:

@@ -174,8 +174,13 @@ def shorten_summary_text(
 
 
 def order_memories(memories: Iterable[RetrievedMemory]) -> tuple[RetrievedMemory, ...]:
-    """Memories in prompt order: pins first, then by score, highest first (stable on ties)."""
-    return tuple(sorted(memories, key=lambda memory: (not memory.pinned, -memory.score)))
+    """Memories in prompt order: pins first, then the others in the order given.
+
+    Recall gives them best first by its own judgement, not by score alone: the current value
+    of a property the question names first, stale memories last (``retrieval.excerpts``).
+    Sorting them by score again put a stale excerpt of high score ahead of the current card.
+    """
+    return tuple(sorted(memories, key=lambda memory: not memory.pinned))
 
 
 def describe_unit(unit: Unit) -> str:

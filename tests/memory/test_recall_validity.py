@@ -27,6 +27,7 @@ from memory.cards.asking import asks_about_the_past, attributes_asked
 from memory.cards.supersede import ChainLink, chain_problems
 from memory.context.parts import MEMORIES_HEADER
 from memory.llm import OpenAIChatModel
+from memory.longterm.long_term_memory import default_embedder
 from retrieval import MINILM_NAME, CardIndex, HashingEmbedder
 from storage import Card, CardFilter, CardStore, Database
 
@@ -138,6 +139,32 @@ def test_a_stale_excerpt_is_marked_with_its_validity_and_ranked_after_the_curren
     assert stale, lines
     assert stale[0].startswith("[until 2 April 2025] [3 March 2025]"), stale
     assert_current_first(lines, "Berlin", "Lyon")
+
+
+def test_the_prompt_keeps_recalls_order_the_named_current_card_first_whatever_its_score(
+    validity_database: Database, user_id: str
+) -> None:
+    # The first statement gives no card (no rule reads it), only its excerpt; MiniLM finds
+    # it closer to the question than the current card, which comes first all the same.
+    settings = Settings(summary={"mode": "inline", "debounce_seconds": 0, "retries": 1})
+    mem = Memory(validity_database, settings, embedder=default_embedder(settings.cards))
+    session(mem, user_id, 1, 0, ["My weekly exercise is swimming laps at the city pool."])
+    session(mem, user_id, 2, 30, ["I gave up the pool and took up rowing instead."])
+    question = "What exercise am I into lately?"
+
+    lines = memories(mem, user_id, question, 60)
+    context = mem.prepare(
+        user_id=user_id,
+        session_id="ask-again",
+        input={"role": "user", "content": question, "timestamp": T0 + timedelta(days=60)},
+    )
+
+    assert context.report.recall is not None
+    named, *others = context.report.recall.cards
+    assert named.reason.endswith("the current value of a property the question names")
+    assert any(other.score > named.score for other in others)  # what the old order sorted by
+    assert "User's sport is rowing" in lines[0], lines
+    assert first(lines, "rowing") < first(lines, "swimming")
 
 
 def test_the_keyed_cards_are_read_ahead_beside_the_request_and_mark_the_same(

@@ -163,11 +163,13 @@ def test_window_units_are_whole_and_a_contiguous_run_back_from_the_turn() -> Non
     assert len(capped.dropped) == 2
 
 
-def test_memories_go_after_the_window_lowest_score_first_and_pins_never() -> None:
+def test_memories_go_after_the_window_the_last_in_prompt_order_first_and_pins_never() -> None:
+    # Recall's order, not the score, says which memory matters most: the current value of a
+    # fact the question names comes first even when search scored it low.
     memories = (
         RetrievedMemory("pinned fact", 0.0, pinned=True, id="pin"),
-        RetrievedMemory(words(5, "high"), 0.9, id="high"),
-        RetrievedMemory(words(5, "low"), 0.1, id="low"),
+        RetrievedMemory(words(5, "current"), 0.1, id="current"),
+        RetrievedMemory(words(5, "later"), 0.9, id="later"),
     )
     parts = parts_of(conversation(2), memories=memories)
     window_tokens = parts.measure(COUNTER).window
@@ -175,15 +177,15 @@ def test_memories_go_after_the_window_lowest_score_first_and_pins_never() -> Non
         parts, budget=parts.measure(COUNTER).total - window_tokens - 1, counter=COUNTER
     )
     assert [drop.layer for drop in capped.dropped] == ["window"] * 4 + ["memories"]
-    assert capped.dropped[-1].detail == "memory low (score 0.100)"
+    assert capped.dropped[-1].detail == "memory later (score 0.900)"
     assert capped.dropped[-1].tokens == 6  # one bullet word "-" plus five words
-    assert [memory.id for memory in capped.parts.memories] == ["pin", "high"]
+    assert [memory.id for memory in capped.parts.memories] == ["pin", "current"]
 
     capped = apply_cap(parts, budget=0 + _mandatory(parts) + 1, counter=COUNTER)
     assert [memory.id for memory in capped.parts.memories] == ["pin"]
 
 
-def test_of_memories_with_equal_scores_the_later_one_goes_first() -> None:
+def test_of_memories_with_equal_scores_the_later_one_goes_first_too() -> None:
     memories = (
         RetrievedMemory("first one", 0.5, id="a"),
         RetrievedMemory("second one", 0.5, id="b"),
