@@ -70,7 +70,8 @@ def _started_at(match: re.Match[str]) -> Finding | None:
 
 @rule(
     EVERYDAY_ENGLISH,
-    r"\bi(?:'ve| have)?\s+(?:just\s+|recently\s+)?(?:joined|"
+    # "I've just joined X", and without the subject at a sentence's start: "Just joined X".
+    r"(?:^\W*|\bi(?:'ve| have)?\s+)(?:just\s+|recently\s+)?(?:joined|"
     rf"(?:got|landed|taken|took|accepted)\s+an?\s+(?:new\s+)?(?:job|position|role)\s+(?:at|with))\s+{ORG}",
 )
 def _joined(match: re.Match[str]) -> Finding | None:
@@ -110,7 +111,8 @@ def _we_moved_to(match: re.Match[str]) -> Finding | None:
 
 @rule(
     EVERYDAY_ENGLISH,
-    rf"\bwe(?:\s+now|\s+currently)?\s+(?:live|'re living|are living)\s+in\s+{PLACE}",
+    r"\bwe(?:(?:'re|\u2019re|\s+are)\s+(?:now\s+|currently\s+)?living|"
+    rf"(?:\s+now|\s+currently)?\s+live)\s+in\s+{PLACE}",
 )
 def _we_live_in(match: re.Match[str]) -> Finding | None:
     return _city(match["v"], "User lives in {where}")
@@ -164,6 +166,12 @@ def _new_device(match: re.Match[str]) -> Finding | None:
     return _device(match["what"], match["v"])
 
 
+@rule(EVERYDAY_ENGLISH, rf"\bi\s+(?:now\s+|currently\s+)?drive\s+(?:an?\s+|the\s+)?{VALUE}{END}")
+def _i_drive(match: re.Match[str]) -> Finding | None:
+    # "I drive a Skoda Octavia" (a model's name: "I drive a lot" is none).
+    return _device("car", match["v"])
+
+
 @rule(
     EVERYDAY_ENGLISH,
     rf"\b(?:switched|changed|upgraded)\s+{DEVICE}s?\s*[,:;\u2013\u2014-]?\s*(?:now\s+)?"
@@ -186,7 +194,9 @@ SPORTS = (
 
 @rule(
     EVERYDAY_ENGLISH,
-    r"\bi(?:'ve| have)?\s+(?:(?:now|also|still|usually|mostly|regularly|just|recently|"
+    # "I took up climbing", and its second verb: "I gave up the pool and took up climbing".
+    r"\bi(?:'ve| have)?\s+(?:[^.;!?]*?\band\s+(?:then\s+)?)?"
+    r"(?:(?:now|also|still|usually|mostly|regularly|just|recently|"
     r"mainly)\s+)*(?:go|do|play|practi[cs]e|took up|take up|taken up|started|switched to|"
     r"changed to|moved on to|got into|picked up)\s+(?:(?:some|a bit of|a little)\s+)?"
     rf"(?P<v>{SPORTS})\b(?:\s+(?P<when>(?:on|every)\s+[^,.;!?\s]+"

@@ -35,6 +35,9 @@ CARDS: list[tuple[str, str, str | None]] = [
     ("Big news, we moved to Poznan.", "User lives in Poznan, having moved there", "city"),
     ("I moved from Lyon to Berlin.", "User lives in Berlin, having moved there", "city"),
     ("We now live in Cork", "User lives in Cork", "city"),
+    ("These days we're living in Valencia; the Porto flat is gone.", "User lives in Valencia",
+     "city"),
+    ("We are now living in Lille.", "User lives in Lille", "city"),
     ("我家在天津。", "用户家在天津", "city"),
     ("我们搬家了，现在家在西安。", "用户家在西安", "city"),
     ("我们已经搬去天津了。", "用户搬到了天津", "city"),
@@ -44,6 +47,8 @@ CARDS: list[tuple[str, str, str | None]] = [
     ("Started at Foxglove Bio this month.",
      "User works at Foxglove Bio, having started there in March 2025", "employer"),
     ("I joined Atlas Couriers", "User works at Atlas Couriers, having started there", "employer"),
+    ("Just joined Northwind Labs; my last day at Acme Foods was Friday.",
+     "User works at Northwind Labs, having started there", "employer"),
     ("My new job is at Harbor Mutual.", "User works at Harbor Mutual", "employer"),
     ("I now work for Saltmarsh Energy.", "User works at Saltmarsh Energy", "employer"),
     ("我加入了华峰电子。", "用户在华峰电子工作", "employer"),
@@ -53,6 +58,7 @@ CARDS: list[tuple[str, str, str | None]] = [
     ("Got a new phone, a Pixel 8.", "User's phone is Pixel 8", "phone"),
     ("I switched phones, it's a Xperia 10 now.", "User's phone is Xperia 10", "phone"),
     ("My new laptop is a ThinkPad X1.", "User's laptop is ThinkPad X1", "laptop"),
+    ("Sold the Skoda Octavia; I drive a Tesla Model 3 now.", "User's car is Tesla Model 3", "car"),
     ("我的手机是华为P60。", "用户的手机是华为P60", "phone"),
     ("我换了新手机，现在是小米14。", "用户的手机是小米14", "phone"),
     # diet and sport
@@ -64,6 +70,7 @@ CARDS: list[tuple[str, str, str | None]] = [
     ("I switched to cycling on Sundays now.", "User's sport is cycling, on Sundays", "sport"),
     ("These days I do pilates on Wednesdays.", "User's sport is pilates, on Wednesdays", "sport"),
     ("I also play tennis", "User's sport is tennis", "sport:tennis"),
+    ("I gave up the pool and took up climbing instead.", "User's sport is climbing", "sport"),
     ("我现在每周去游泳。", "用户的运动是游泳", "sport"),
     # health
     ("I have a peanut allergy.", "User is allergic to peanut", "allergy:peanut"),
@@ -90,6 +97,8 @@ NOTHING = [
     "My dog is sick.",
     "My phone is a bit slow.",
     "We moved to Postgres.",  # the stack, not a home: that card is the team's
+    "I drive a lot for work.",  # no model's name
+    "I met Anna and she took up yoga.",  # her sport
     "I have a bad allergy.",
     "What phone do I use now?",
     "我对这个很满意",
@@ -117,6 +126,10 @@ def test_what_is_no_everyday_fact_gives_no_such_card(said: str) -> None:
         ("I'm vegetarian.", "I went fully vegan this month."),
         ("I live in Lyon.", "Big news, we moved to Berlin."),
         ("My home is in Bristol.", "I moved house, my home is in Poznan now."),
+        ("We relocated to Porto in January.", "These days we're living in Valencia."),
+        ("I work for Acme Foods as an analyst.", "Just joined Northwind Labs."),
+        ("I drive a Skoda Octavia.", "Sold the Skoda Octavia; I drive a Tesla Model 3 now."),
+        ("I go swimming on Mondays.", "I gave up the pool and took up climbing instead."),
         ("我家在武汉。", "我搬到天津了。"),
         ("我住在西安。", "我们搬家了，现在家在杭州。"),
         ("我在绿野食品工作。", "我换了工作，现在在银杏网络。"),
