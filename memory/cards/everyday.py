@@ -194,8 +194,9 @@ SPORTS = (
 
 @rule(
     EVERYDAY_ENGLISH,
-    # "I took up climbing", and its second verb: "I gave up the pool and took up climbing".
-    r"\bi(?:'ve| have)?\s+(?:[^.;!?]*?\band\s+(?:then\s+)?)?"
+    # "I took up climbing", and its second verb: "I gave up the pool and took up climbing",
+    # within eight words (an unbounded look for "and" read a long message in quadratic time).
+    r"\bi(?:'ve| have)?\s+(?:(?:[^\s.;!?]+\s+){1,8}?and\s+(?:then\s+)?)?"
     r"(?:(?:now|also|still|usually|mostly|regularly|just|recently|"
     r"mainly)\s+)*(?:go|do|play|practi[cs]e|took up|take up|taken up|started|switched to|"
     r"changed to|moved on to|got into|picked up)\s+(?:(?:some|a bit of|a little)\s+)?"

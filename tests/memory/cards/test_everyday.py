@@ -99,6 +99,9 @@ NOTHING = [
     "We moved to Postgres.",  # the stack, not a home: that card is the team's
     "I drive a lot for work.",  # no model's name
     "I met Anna and she took up yoga.",  # her sport
+    # A second verb is read within eight words of "I" (bounded: reading a long message stays
+    # linear in its length).
+    "I walked past the old pool near the station by the big park and took up climbing.",
     "I have a bad allergy.",
     "What phone do I use now?",
     "我对这个很满意",
