@@ -1,14 +1,15 @@
 """Knowledge updates in phrasings the dev set does not use, for ``stratamem eval updates``.
 
 The rules that read everyday facts (``memory/cards/everyday.py``) were written from the dev
-set's phrasings, so its 0.99 says little about other users. This writes two small sets in the
-dev set's format (6 English users each, 5 dated sessions, 5 facts that change once, asked 25-30
-days after the last session), each fact said in words of its own:
+set's phrasings, so its 0.99 says little about other users. This writes small sets in the dev
+set's format (6 users each, 5 dated sessions, 4-6 facts that change once, asked 25-30 days after
+the last session), each fact said in words of its own:
 
 - ``tuned.json``: the phrasings stop 33's rule fixes were written from ("These days we're living
   in Valencia", "Just joined Northwind Labs", "I drive a Skoda Octavia", "took up climbing");
-- ``held_out.json``: other phrasings, written before those fixes and never used to change a
-  rule.
+- ``tuned_34.json``: stop 33's held-out set, read and worked on in stop 34;
+- ``held_out.json`` (English) and ``held_out_zh.json`` (Chinese): written at the start of stop
+  34, before any change of that stop, and never read to change one.
 
     python -m benchmarks.updates_phrasings --out /tmp/phrasings
     stratamem eval updates --data /tmp/phrasings/held_out.json
@@ -16,6 +17,7 @@ days after the last session), each fact said in words of its own:
 Run from the repository root. The values are made up; the sets are generated, not stored.
 """
 
+# ruff: noqa: RUF001 (Chinese punctuation in the Chinese set)
 from __future__ import annotations
 
 import argparse
@@ -74,7 +76,7 @@ TUNED: dict[str, Fact] = {
     ),
 }  # fmt: skip
 
-HELD_OUT: dict[str, Fact] = {
+TUNED_34: dict[str, Fact] = {
     "city": (
         "I've been living in {a} since last autumn.",
         "Quick update: I moved out of {a}, home is {b} now.",
@@ -117,16 +119,118 @@ HELD_OUT: dict[str, Fact] = {
     ),
 }  # fmt: skip
 
-SMALL_TALK = [
-    "Can you suggest a name for a book club?",
-    "What's a polite way to decline an invite?",
-    "How do I keep basil alive?",
-    "What should I pack for a weekend away?",
-    "Recommend a podcast about history.",
-]
+HELD_OUT: dict[str, Fact] = {
+    "city": (
+        "My flat in {a} is tiny but I love the neighbourhood.",
+        "Finally settled in {b} after leaving {a}.",
+        "Which city do I live in?",
+        "Which city did I live in before {b}?",
+        [("Lyon", "Bordeaux"), ("Leipzig", "Dresden"), ("Bilbao", "Zaragoza"),
+         ("Gdansk", "Poznan"), ("Bristol", "Cardiff"), ("Lund", "Malmo")],
+    ),
+    "employer": (
+        "I've been at {a} for three years now.",
+        "Starting Monday I'm with {b}, so goodbye {a}.",
+        "Which company am I with?",
+        "Which company was I with before {b}?",
+        [("Pinecrest Logistics", "Aurora Biotech"), ("Saltmarsh Press", "Vantage Motors"),
+         ("Hollow Oak Games", "Meridian Pay"), ("Larkspur Retail", "Northgate Cloud"),
+         ("Tallow & Wick", "Beacon Robotics"), ("Riverbend Dairy", "Keystone Audio")],
+    ),
+    "instrument": (
+        "I'm learning the {a}.",
+        "I switched from the {a} to the {b}.",
+        "Which instrument am I learning?",
+        None,
+        [("piano", "cello"), ("guitar", "drums"), ("violin", "flute"), ("ukulele", "saxophone"),
+         ("trumpet", "clarinet"), ("harp", "banjo")],
+    ),
+    "drink": (
+        "I drink {a} every morning.",
+        "No more {a} for me, it's {b} in the mornings now.",
+        "What do I drink in the mornings?",
+        None,
+        [("black coffee", "green tea"), ("espresso", "matcha"), ("earl grey", "rooibos"),
+         ("cappuccino", "chai"), ("hot chocolate", "mint tea"), ("orange juice", "kombucha")],
+    ),
+    "pet": (
+        "We have a cat called {a}.",
+        "Sadly {a} died in the spring; we've since adopted a puppy, {b}.",
+        "What's the name of my pet?",
+        None,
+        [("Mochi", "Biscuit"), ("Luna", "Pepper"), ("Oscar", "Maple"), ("Tigger", "Rufus"),
+         ("Pumpkin", "Ziggy"), ("Shadow", "Noodle")],
+    ),
+    "commute": (
+        "I commute by {a}.",
+        "My commute changed: it's the {b} from now on, the {a} takes too long.",
+        "How do I get to work?",
+        None,
+        [("bike", "tram"), ("bus", "train"), ("car", "bike"), ("tram", "scooter"),
+         ("train", "bus"), ("ferry", "car")],
+    ),
+}  # fmt: skip
+
+HELD_OUT_ZH: dict[str, Fact] = {
+    "city": (
+        "我住在{a}已经两年了。",
+        "上个月我从{a}搬到了{b}。",
+        "我现在住在哪个城市？",
+        "搬到{b}之前我住在哪里？",
+        [("南京", "苏州"), ("武汉", "长沙"), ("青岛", "大连"), ("厦门", "福州"),
+         ("昆明", "贵阳"), ("沈阳", "哈尔滨")],
+    ),
+    "employer": (
+        "我是{a}的会计。",
+        "我从{a}辞职了，现在在{b}上班。",
+        "我目前在哪家公司上班？",
+        "在{b}之前我在哪家公司？",
+        [("远山物流", "星河科技"), ("清泉饮料", "蓝鲸软件"), ("金穗粮油", "云帆传媒"),
+         ("松林家具", "海潮医疗"), ("朝阳印刷", "银杏教育"), ("明湖酒店", "赤霞新能源")],
+    ),
+    "phone": (
+        "我用的手机是{a}。",
+        "我把{a}换成了{b}。",
+        "我现在用什么手机？",
+        None,
+        [("小米13", "华为Mate 60"), ("iPhone 12", "OPPO Find X7"), ("vivo X90", "小米14"),
+         ("荣耀90", "iPhone 15"), ("华为P50", "vivo X100"), ("OPPO Reno 10", "荣耀Magic 6")],
+    ),
+    "sport": (
+        "我每周都去打{a}。",
+        "我不打{a}了，最近迷上了{b}。",
+        "我最近喜欢什么运动？",
+        None,
+        [("羽毛球", "瑜伽"), ("乒乓球", "游泳"), ("篮球", "跑步"), ("网球", "骑行"),
+         ("排球", "攀岩"), ("高尔夫", "太极拳")],
+    ),
+}  # fmt: skip
+
+SMALL_TALK = {
+    "en": [
+        "Can you suggest a name for a book club?",
+        "What's a polite way to decline an invite?",
+        "How do I keep basil alive?",
+        "What should I pack for a weekend away?",
+        "Recommend a podcast about history.",
+    ],
+    "zh": [
+        "推荐一本适合入门的小说。",
+        "怎么让面包保持新鲜？",
+        "周末可以做些什么放松？",
+        "如何给朋友写生日祝福？",
+        "有什么好用的记账方法？",
+    ],
+}
+REPLIES = {
+    "en": ("Here are a few ideas.", "Thanks, noted."),
+    "zh": ("这里有几个建议。", "好的，记下了。"),
+}
 
 
-def make_users(facts: dict[str, Fact], prefix: str, seed: int) -> list[dict[str, Any]]:
+def make_users(
+    facts: dict[str, Fact], prefix: str, seed: int, lang: str = "en"
+) -> list[dict[str, Any]]:
     """Six users, each stating every fact in one session and changing it in a later one."""
     chance = random.Random(seed)
     users = []
@@ -140,27 +244,28 @@ def make_users(facts: dict[str, Fact], prefix: str, seed: int) -> list[dict[str,
             stated, changed = sorted(chance.sample(range(len(dates)), 2))
             said[stated].append(first.format(a=old, b=new))
             said[changed].append(change.format(a=old, b=new))
-            questions.append(_question(now, new, [old]))
+            questions.append(_question(now, new, [old], "update", lang))
             if before is not None:
-                questions.append(_question(before.format(a=old, b=new), old, [], "previous"))
+                questions.append(_question(before.format(a=old, b=new), old, [], "previous", lang))
         sessions = []
         for k, (date, lines) in enumerate(zip(dates, said, strict=True)):
-            lines = lines + chance.sample(SMALL_TALK, 3)
+            lines = lines + chance.sample(SMALL_TALK[lang], 3)
             chance.shuffle(lines)
             messages = []
+            ideas, noted = REPLIES[lang]
             for line in lines:
-                reply = "Here are a few ideas." if line.endswith("?") else "Thanks, noted."
+                reply = ideas if line.endswith(("?", "？")) else noted
                 messages += [_said("user", line), _said("assistant", reply)]
             sessions.append({"id": f"{prefix}-{number}-s{k + 1}", "date": date.isoformat(),
                              "messages": messages})  # fmt: skip
         ask = dates[-1] + timedelta(days=25 + number)
-        users.append({"user": f"{prefix}-en-{number:02d}", "ask_date": ask.isoformat(),
+        users.append({"user": f"{prefix}-{lang}-{number:02d}", "ask_date": ask.isoformat(),
                       "sessions": sessions, "questions": questions})  # fmt: skip
     return users
 
 
-def _question(text: str, current: str, stale: list[str], kind: str = "update") -> dict[str, Any]:
-    return {"q": text, "current": current, "stale": stale, "kind": kind, "lang": "en"}
+def _question(text: str, current: str, stale: list[str], kind: str, lang: str) -> dict[str, Any]:
+    return {"q": text, "current": current, "stale": stale, "kind": kind, "lang": lang}
 
 
 def _said(role: str, content: str) -> dict[str, str]:
@@ -169,11 +274,17 @@ def _said(role: str, content: str) -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for the two JSON files")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the JSON files")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, facts, seed in (("tuned", TUNED, 33), ("held_out", HELD_OUT, 331)):
-        users = make_users(facts, name.replace("_", ""), seed)
+    sets = (
+        ("tuned", TUNED, 33, "en"),
+        ("tuned_34", TUNED_34, 331, "en"),
+        ("held_out", HELD_OUT, 34, "en"),
+        ("held_out_zh", HELD_OUT_ZH, 341, "zh"),
+    )
+    for name, facts, seed, lang in sets:
+        users = make_users(facts, name.replace("_", ""), seed, lang)
         path = args.out / f"{name}.json"
         path.write_text(json.dumps(users, indent=1) + "\n", encoding="utf-8")
         print(f"{path}: {len(users)} users, {sum(len(u['questions']) for u in users)} questions")
