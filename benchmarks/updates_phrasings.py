@@ -8,8 +8,11 @@ the last session), each fact said in words of its own:
 - ``tuned.json``: the phrasings stop 33's rule fixes were written from ("These days we're living
   in Valencia", "Just joined Northwind Labs", "I drive a Skoda Octavia", "took up climbing");
 - ``tuned_34.json``: stop 33's held-out set, read and worked on in stop 34;
-- ``held_out.json`` (English) and ``held_out_zh.json`` (Chinese): written at the start of stop
-  34, before any change of that stop, and never read to change one.
+- ``probe.json`` and ``probe_zh.json`` (Chinese): written at the start of stop 34 as held-out
+  sets, measured once before any change (current first 0.028 and 0.292), then read to find what
+  fails;
+- ``held_out.json`` and ``held_out_zh.json``: written after that one measurement, before any
+  change of stop 34, and never read to change one.
 
     python -m benchmarks.updates_phrasings --out /tmp/phrasings
     stratamem eval updates --data /tmp/phrasings/held_out.json
@@ -119,7 +122,7 @@ TUNED_34: dict[str, Fact] = {
     ),
 }  # fmt: skip
 
-HELD_OUT: dict[str, Fact] = {
+PROBE: dict[str, Fact] = {
     "city": (
         "My flat in {a} is tiny but I love the neighbourhood.",
         "Finally settled in {b} after leaving {a}.",
@@ -171,7 +174,7 @@ HELD_OUT: dict[str, Fact] = {
     ),
 }  # fmt: skip
 
-HELD_OUT_ZH: dict[str, Fact] = {
+PROBE_ZH: dict[str, Fact] = {
     "city": (
         "我住在{a}已经两年了。",
         "上个月我从{a}搬到了{b}。",
@@ -203,6 +206,93 @@ HELD_OUT_ZH: dict[str, Fact] = {
         None,
         [("羽毛球", "瑜伽"), ("乒乓球", "游泳"), ("篮球", "跑步"), ("网球", "骑行"),
          ("排球", "攀岩"), ("高尔夫", "太极拳")],
+    ),
+}  # fmt: skip
+
+HELD_OUT: dict[str, Fact] = {
+    "city": (
+        "Home for me is {a}.",
+        "The move is done, we live in {b} now.",
+        "What city do I live in now?",
+        "Which city did I live in before {b}?",
+        [("Oslo", "Trondheim"), ("Basel", "Zurich"), ("Nice", "Marseille"), ("Brno", "Prague"),
+         ("York", "Bath"), ("Cluj", "Sibiu")],
+    ),
+    "employer": (
+        "I work as a nurse at {a}.",
+        "New job! I'm a nurse at {b} now.",
+        "Which hospital do I work at?",
+        "Where did I work before {b}?",
+        [("St Anne's Hospital", "Riverside Clinic"), ("Kingsbridge Infirmary", "Westfield Medical"),
+         ("Hillcrest Hospital", "Lakeside Care"), ("Mercy General", "Oakridge Hospital"),
+         ("Northfield Clinic", "Seaview Hospital"), ("Elmwood Hospital", "Highgate Medical")],
+    ),
+    "phone": (
+        "I use a {a}.",
+        "My {a} broke, so I bought a {b}.",
+        "What phone do I use?",
+        None,
+        [("Pixel 4a", "Galaxy S23"), ("iPhone 8", "Pixel 8"), ("Galaxy A52", "iPhone 14"),
+         ("Moto G7", "Nokia G60"), ("OnePlus 9", "iPhone 15"), ("Xperia 5", "Pixel 7a")],
+    ),
+    "diet": (
+        "I'm {a}.",
+        "I've changed how I eat: I'm {b} since the summer.",
+        "Do I follow a particular diet?",
+        None,
+        [("pescatarian", "vegetarian"), ("vegetarian", "vegan"), ("vegan", "vegetarian"),
+         ("pescatarian", "vegan"), ("vegetarian", "pescatarian"), ("vegan", "pescatarian")],
+    ),
+    "hobby": (
+        "My hobby is {a}.",
+        "Lately I've been spending my free time on {b}.",
+        "What's my hobby?",
+        None,
+        [("knitting", "pottery"), ("chess", "painting"), ("photography", "gardening"),
+         ("baking", "woodworking"), ("birdwatching", "sailing"), ("sketching", "fishing")],
+    ),
+    "language": (
+        "I'm studying {a} on my phone every evening.",
+        "I dropped {a} and started {b} lessons.",
+        "Which language am I studying?",
+        "Which language did I study before {b}?",
+        [("Spanish", "Japanese"), ("French", "Korean"), ("German", "Italian"),
+         ("Portuguese", "Mandarin"), ("Dutch", "Arabic"), ("Swedish", "Greek")],
+    ),
+}  # fmt: skip
+
+HELD_OUT_ZH: dict[str, Fact] = {
+    "city": (
+        "我在{a}生活。",
+        "我已经搬去{b}了。",
+        "我住在哪里？",
+        "去{b}之前我住在哪个城市？",
+        [("合肥", "南昌"), ("太原", "济南"), ("兰州", "西宁"), ("南宁", "海口"),
+         ("呼和浩特", "银川"), ("乌鲁木齐", "拉萨")],
+    ),
+    "employer": (
+        "我在{a}做设计。",
+        "我跳槽到{b}了。",
+        "我现在的公司是哪家？",
+        "跳槽到{b}之前我在哪家公司？",
+        [("青松广告", "白鹭科技"), ("飞鸿传媒", "金桥建筑"), ("绿洲设计", "长风汽车"),
+         ("晨光文具", "碧海游戏"), ("紫荆服装", "雪峰电器"), ("东方出版", "北辰网络")],
+    ),
+    "pet": (
+        "我养了一只叫{a}的狗。",
+        "{a}走了，我们又养了一只猫，叫{b}。",
+        "我的宠物叫什么名字？",
+        None,
+        [("豆豆", "球球"), ("旺财", "咪咪"), ("小黑", "花花"), ("大黄", "团子"),
+         ("可乐", "布丁"), ("毛毛", "汤圆")],
+    ),
+    "hobby": (
+        "我平时喜欢{a}。",
+        "最近我对{b}更感兴趣了。",
+        "我现在的爱好是什么？",
+        None,
+        [("钓鱼", "摄影"), ("下棋", "书法"), ("唱歌", "跳舞"), ("画画", "园艺"),
+         ("登山", "烘焙"), ("看书", "编织")],
     ),
 }  # fmt: skip
 
@@ -280,8 +370,10 @@ def main() -> None:
     sets = (
         ("tuned", TUNED, 33, "en"),
         ("tuned_34", TUNED_34, 331, "en"),
-        ("held_out", HELD_OUT, 34, "en"),
-        ("held_out_zh", HELD_OUT_ZH, 341, "zh"),
+        ("probe", PROBE, 34, "en"),
+        ("probe_zh", PROBE_ZH, 341, "zh"),
+        ("held_out", HELD_OUT, 342, "en"),
+        ("held_out_zh", HELD_OUT_ZH, 343, "zh"),
     )
     for name, facts, seed, lang in sets:
         users = make_users(facts, name.replace("_", ""), seed, lang)
