@@ -102,6 +102,7 @@ def compose_excerpts(
     vouched: Mapping[int, str] | None = None,
     first: Collection[int] = (),
     stale_last: bool = True,
+    newest_first: bool = False,
     question: str = "",
 ) -> list[Excerpt]:
     """The memories of a request, best first (see the module's docstring), each memory's
@@ -121,6 +122,9 @@ def compose_excerpts(
             question names ("which company am I with?": the employer).
         stale_last: Send the lines of stale cards after every other (not for a question
             about the past, which asks for them).
+        newest_first: Send the memories taken newest first (after ``first``, before the
+            stale ones): for a question about the user's present, where a later statement
+            may change an earlier one in words no rule reads.
         question: The query as written (``retrieval.close_cut.question_config``).
 
     Returns:
@@ -137,6 +141,7 @@ def compose_excerpts(
             vouched=vouched,
             first=first,
             stale_last=stale_last,
+            newest_first=newest_first,
             question=question,
         ),
         count,
@@ -154,6 +159,7 @@ def pricing_excerpts(
     vouched: Mapping[int, str] | None = None,
     first: Collection[int] = (),
     stale_last: bool = True,
+    newest_first: bool = False,
     question: str = "",
 ) -> Pricing[list[Excerpt]]:
     """``compose_excerpts`` as a ``Pricing``: it yields the text of each memory it weighs and
@@ -212,7 +218,30 @@ def pricing_excerpts(
         fill=config.fill_budget,
         cut=line_cutter(order, covered, config) if config.trim_lines else None,
     )
+    if newest_first:
+        groups = _newest_first(groups, firsts, candidates)
     return [_excerpt(group, candidates) for group in groups]
+
+
+def _newest_first(
+    groups: list[list[Line]],
+    firsts: Collection[tuple[str, int]],
+    candidates: list[tuple[ScoredCard, Gate, list[Line]]],
+) -> list[list[Line]]:
+    """The memories taken, newest first: what the question names first and stale ones last,
+    as the walk had them. Which memories were taken does not change, only their order."""
+
+    def said(line: Line) -> datetime:
+        return candidates[line.card][0].card.observed_at  # when it was said, not what it dates
+
+    return sorted(
+        groups,
+        key=lambda group: (
+            not any(line.key in firsts for line in group),
+            any(line.until is not None for line in group),
+            -max(said(line) for line in group).timestamp(),
+        ),
+    )
 
 
 def _keys(parts: Sequence[Line]) -> list[tuple[str, int]]:

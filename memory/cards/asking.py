@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from retrieval.held_texts import hold_cache
 
-__all__ = ["ASKED_ATTRIBUTES", "asks_about_the_past", "attributes_asked"]
+__all__ = ["ASKED_ATTRIBUTES", "asks_about_now", "asks_about_the_past", "attributes_asked"]
 
 _PAST_ENGLISH = re.compile(
     r"\b(?:previous(?:ly)?|used to|did (?:i|we) use to|former(?:ly)?|"
@@ -28,6 +28,9 @@ _PAST_ENGLISH = re.compile(
 # comes next ("remind me before the team meets", "before I leave").
 _BEFORE = re.compile(r"\b(?:before|prior to)\b", re.IGNORECASE)
 _PAST_TENSE = re.compile(r"\b(?:did|was|were|had)\b", re.IGNORECASE)
+# The user asking about themselves: "Where do I live?", "What's my diet?", 我住在哪里.
+# "us", not "US" (the country).
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|me|mine|we|we're|our|(?-i:us))\b|我", re.IGNORECASE)
 _PAST_CHINESE = re.compile(r"之前|以前|原来|原先|过去|曾经|上一个|上一份|前一个|从前")
 
 #: The user's properties a question can name, and the words that name them (English and
@@ -66,6 +69,22 @@ def asks_about_the_past(query: str) -> bool:
         return True
     return bool(_BEFORE.search(query)) and bool(
         _PAST_TENSE.search(query) or attributes_asked(query)
+    )
+
+
+@hold_cache
+@lru_cache(maxsize=256)
+def asks_about_now(query: str) -> bool:
+    """Whether ``query`` asks about the user's present: in the first person, not in the past
+    tense and not about what held before.
+
+    ``"Which instrument am I learning?"`` and ``"我现在用什么手机"`` do; ``"What did I say
+    about Rome?"``, ``"Where did I live before Cork?"`` and ``"Where does Anna work?"`` do not.
+    """
+    return (
+        bool(_FIRST_PERSON.search(query))
+        and not _PAST_TENSE.search(query)
+        and not asks_about_the_past(query)
     )
 
 

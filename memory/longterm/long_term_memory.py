@@ -22,7 +22,7 @@ from memory.cards import (
     rewrite_query,
     time_range_of_query,
 )
-from memory.cards.asking import asks_about_the_past
+from memory.cards.asking import asks_about_now, asks_about_the_past
 from memory.cards.rewrite import Deadline
 from memory.context.messages import Message
 from memory.context.parts import RetrievedMemory, memories_message
@@ -55,6 +55,7 @@ from retrieval import (
 )
 from retrieval.excerpt_walk import Questions
 from retrieval.excerpts import pricing_excerpts
+from retrieval.later_statements import LaterStatements, with_later_statements
 from storage import (
     ArchiveMarks,
     Card,
@@ -277,7 +278,7 @@ class LongTermMemory:
             )
             query, method = rewrite.query, rewrite.method
             pinned = {card.id for card in pins}
-            fresh = self._fresh_hits(
+            found = self._fresh_hits(
                 user_id,
                 query,
                 time_range_of_query(query, stored.created_at),
@@ -290,8 +291,15 @@ class LongTermMemory:
             # after it; nothing is cut here: the excerpts stop at k memories or the budget.
             terms = self.index.terms(query)
             fresh = relevant_cards(
-                fresh, terms, self.index.config, min_similarity=self._settings.min_score
+                found, terms, self.index.config, min_similarity=self._settings.min_score
             )
+            now = asks_about_now(query)
+            later = LaterStatements(fresh, {}, set())
+            if now:  # a change no rule read, said in words the gate did not let through
+                later = with_later_statements(
+                    found, fresh, terms, self.index.config, min_similarity=self._settings.min_score
+                )
+                fresh = later.hits
             widened = self._settings.model_copy(update={"k": max(len(fresh), self._settings.k)})
             searched = {hit.card.id for hit in fresh}
             fresh = current_first(
@@ -304,7 +312,7 @@ class LongTermMemory:
                 read_ahead=ahead.keyed_from_messages if ahead is not None else None,
             )
             brought = {hit.card.id for hit in fresh} - searched
-            named = named_current(query, fresh)
+            named = named_current(query, fresh) - later.changed
             # A question about the past gets the values that held before on top of k (as
             # ``current_first`` gives them), in their rank, not after the current ones.
             past = asks_about_the_past(query)
@@ -316,9 +324,11 @@ class LongTermMemory:
                 k=self._settings.k + (older if past else 0),
                 max_tokens=self._settings.max_tokens,
                 min_similarity=self._settings.min_score,
-                vouched={h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
+                vouched=later.why
+                | {h.card.id: why_brought(h.card) for h in fresh if h.card.id in brought},
                 first=named,
                 stale_last=not past,
+                newest_first=now,
                 question=query,
             )
             questions = Questions(pricing)

@@ -23,7 +23,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply
 
 from memory import Memory, Settings
-from memory.cards.asking import asks_about_the_past, attributes_asked
+from memory.cards.asking import asks_about_now, asks_about_the_past, attributes_asked
 from memory.cards.supersede import ChainLink, chain_problems
 from memory.context.parts import MEMORIES_HEADER
 from memory.llm import OpenAIChatModel
@@ -167,6 +167,33 @@ def test_the_prompt_keeps_recalls_order_the_named_current_card_first_whatever_it
     assert first(lines, "rowing") < first(lines, "swimming")
 
 
+@pytest.mark.parametrize(
+    ("first_said", "stale"),
+    [
+        # No rule reads it: its excerpt is below the gate, a preference read from it above.
+        ("My flat in Lyon is tiny but I love the neighbourhood.", "neighbourhood"),
+        # A rule reads it: the city card, which the question names.
+        ("I live in Lyon.", "User lives in Lyon"),
+    ],
+)
+def test_a_change_no_rule_reads_is_brought_in_and_sent_first_for_a_question_about_now(
+    validity_database: Database, user_id: str, first_said: str, stale: str
+) -> None:
+    # MiniLM puts the change, which shares no word with the question, below the relevance
+    # gate; no rule reads it: only what the first statement said was recalled.
+    settings = Settings(summary={"mode": "inline", "debounce_seconds": 0, "retries": 1})
+    mem = Memory(validity_database, settings, embedder=default_embedder(settings.cards))
+    session(mem, user_id, 1, 0, [first_said])
+    session(mem, user_id, 2, 30, ["Finally settled in Bordeaux after leaving Lyon."])
+
+    now = memories(mem, user_id, "Which city do I live in?", 60)
+    before = memories(mem, user_id, "Which city did I live in before Bordeaux?", 60)
+
+    assert "Bordeaux" in now[0], now
+    assert any(stale in line for line in now[1:]), now
+    assert any("Lyon" in line for line in before), before
+
+
 def test_the_keyed_cards_are_read_ahead_beside_the_request_and_mark_the_same(
     make_memory: Callable[..., Memory], user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,6 +277,27 @@ def test_chinese_where_did_i_work_before(make_memory: Callable[..., Memory], use
 )
 def test_a_question_about_the_past_is_told_apart(question: str, past: bool) -> None:
     assert asks_about_the_past(question) is past
+
+
+@pytest.mark.parametrize(
+    ("question", "now"),
+    [
+        ("Which instrument am I learning?", True),
+        ("What do we drink in the mornings?", True),
+        ("我现在用什么手机？", True),
+        ("Where did I live before Cork?", False),
+        ("What did I say about Rome?", False),
+        ("Where was I born?", False),
+        ("What was my old phone?", False),
+        ("Where does Anna work?", False),
+        ("When did Caroline go to the support group?", False),
+        ("Which US cities does John mention visiting to Tim?", False),
+        ("Where should we take us for dinner?", True),
+        ("我之前住在哪里？", False),
+    ],
+)
+def test_a_question_about_the_users_present_is_told_apart(question: str, now: bool) -> None:
+    assert asks_about_now(question) is now
 
 
 @pytest.mark.parametrize(

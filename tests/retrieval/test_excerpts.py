@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -226,6 +226,35 @@ def test_a_stale_excerpt_is_marked_and_sent_after_every_current_memory() -> None
     # A question about the past asks for what held before: in its rank.
     past = compose([hit(lyon), hit(berlin)], "Lyon lives Berlin city", stale_last=False)
     assert past[0].startswith("[until 4 April 2025] ")
+
+
+def test_newest_first_orders_the_memories_taken_not_which_are_taken() -> None:
+    def said(card_id: int, line: str, days: int) -> ScoredCard:
+        card = turn_card(card_id, [(card_id, line)])
+        return hit(card.model_copy(update={"observed_at": ENDED + timedelta(days=days)}))
+
+    piano = said(1, "User: I'm learning the piano.", 0)
+    cello = said(2, "User: I switched to the cello.", 30)
+    ukulele = said(3, "User: My friend learns the ukulele.", 10)
+    named = hit(fact(4, "User plays in a band", sources=[4]))
+    stale = hit(fact(5, "User learns the harp", sources=[5]).model_copy(update={"valid_to": ENDED}))
+    hits = [piano, named, stale, ukulele, cello]
+    question = "learning piano cello ukulele band harp"
+
+    by_score = compose(hits, question, k=5, first={4})
+    newest = compose(hits, question, k=5, first={4}, newest_first=True)
+
+    assert sorted(newest) == sorted(by_score)
+    assert [text.split("] ")[-1] for text in newest] == [
+        "User plays in a band",  # what the question names stays first
+        "User: I switched to the cello.",
+        "User: My friend learns the ukulele.",
+        "User: I'm learning the piano.",
+        "User learns the harp",  # and what no longer holds last
+    ]
+    assert by_score.index(next(t for t in by_score if "piano" in t)) < by_score.index(
+        next(t for t in by_score if "cello" in t)
+    )
 
 
 def test_a_vouched_card_passes_the_gate_and_says_why() -> None:

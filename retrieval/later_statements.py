@@ -1,0 +1,170 @@
+"""Later statements that may change a recalled one, for a question about the user's present.
+
+The card rules read "I moved to Lyon" as the user's city, but no rulebook reads every way a
+fact changes: "Finally settled in Bordeaux after leaving Lyon", "I switched from the piano to
+the cello", 我把小米13换成了华为Mate 60. Such a change shares few words with the question
+("Which city do I live in?") and often ranks below the relevance gate, while the statement it
+changes passes: the old value alone reaches the prompt.
+
+``with_later_statements`` finds them among the search's candidates that did not pass: a card is
+brought in when one of its lines
+
+1. is its own message (a turn card's neighbours are context), said by someone other than the
+   assistant, after the card it follows was said;
+2. names a word of what a card that passed says (or, for a card extracted from a message, what
+   that message said), a word the question does not hold (the old value: "Lyon", "piano",
+   小米);
+3. says that something changed (``CHANGE_WORDS``, English and Chinese: "now", "switched",
+   "no more", "left", 换, 搬, 不…了);
+4. and is at least half as similar to the question as the gate asks, in the turn card holding
+   it that is closest to the question (a change of something else that names the same word,
+   "goodbye Saltmarsh Press" beside "I drink espresso" in one turn, is not brought to "What do
+   I drink in the mornings?").
+
+Each comes right after the card it follows, so it is weighed as well as that card (a later
+statement that passed the gate on its own moves up to it too: a Chinese question has no gate,
+and the change ranked below ``k``); and the card
+it follows is no longer sent first as the current value of a property the question names (the
+user's city, read by a rule from the first statement, is what the later one changed). Pure: the
+cards are the search's, nothing is read.
+"""
+
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from retrieval.excerpt_text import line_terms
+from retrieval.recipe import SearchConfig
+from retrieval.relevance_gate import gate_threshold
+from retrieval.search import ScoredCard
+from retrieval.turns import split_turn_card
+
+__all__ = ["CHANGE_WORDS", "LaterStatements", "with_later_statements"]
+
+#: Words that say a fact changed, whatever the fact.
+CHANGE_WORDS = re.compile(
+    r"\b(?:now|no longer|no more|any ?more|instead|switch(?:ed)?|chang(?:e|ed)|mov(?:e|ed)|"
+    r"left|leaving|quit|stopped|dropped|gave up|given up|replaced|swapped|sold|broke|died|"
+    r"passed away|new|these days|from now on|goodbye|since|started|starting)\b"
+    r"|不再|换|搬|辞职|跳槽|离开|现在|最近|已经|走了|改|不.{1,3}了",
+    re.IGNORECASE,
+)
+_ASSISTANT = "Assistant"
+#: An extracted card names the user "User" ("User's cat is called Mochi"): not a value.
+_USER = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class LaterStatements:
+    """What ``with_later_statements`` found.
+
+    Attributes:
+        hits: The cards that passed, each followed by the cards brought in after it.
+        why: Why each card was brought in, by card id.
+        changed: The cards that passed that a later statement may change (one brought in or
+            one that passed): the current card of a property the question names is not sent
+            first when a later statement names its value.
+    """
+
+    hits: list[ScoredCard]
+    why: dict[int, str]
+    changed: set[int]
+
+
+def with_later_statements(
+    hits: Sequence[ScoredCard],
+    passed: Sequence[ScoredCard],
+    query_terms: Collection[str],
+    config: SearchConfig,
+    *,
+    min_similarity: float | None = None,
+) -> LaterStatements:
+    """``passed`` with the cards of ``hits`` that may change what one of them says (see the
+    module), each right after the card it follows (one that passed the gate moves up to it).
+
+    Args:
+        hits: The search's candidates, best first.
+        passed: Those that passed the relevance gate, best first.
+        query_terms: The question's search terms.
+        config: The recipe (its stop words).
+        min_similarity: The gate's similarity if not the recipe's (a user's setting).
+    """
+    threshold = gate_threshold(set(query_terms), config, min_similarity)
+    floor = None if threshold is None else threshold / 2
+    taken = {hit.card.id for hit in passed}
+    # How close a message is to the question: the best of the turn cards holding it (its own
+    # card's neighbours may be farther from the question than another card's).
+    closest: dict[int, float] = {}
+    for hit in hits:
+        if hit.card.type == "turn":
+            for source in hit.card.source_message_ids:
+                closest[source] = max(closest.get(source, -1.0), hit.similarity)
+    changes = [
+        (hit, terms)
+        for hit in hits
+        if hit.card.id in taken
+        or floor is None
+        or closest.get(hit.card.turn_message_id or 0, hit.similarity) >= floor
+        for terms in [_said_terms(hit, config, own=True, changes=True)]
+        if terms
+    ]
+    naming: dict[str, list[int]] = {}  # a word: the changes that name it, best ranked first
+    for index, (_, terms) in enumerate(changes):
+        for term in terms:
+            naming.setdefault(term, []).append(index)
+    own_message = {hit.card.turn_message_id: hit for hit in hits if hit.card.type == "turn"}
+    found = LaterStatements([], {}, set())
+    placed: set[int] = set()
+    for earlier in passed:
+        if earlier.card.id not in placed:
+            placed.add(earlier.card.id)
+            found.hits.append(earlier)
+        if not changes:
+            continue
+        words = _said_terms(earlier, config, own=False, changes=False)
+        for source in earlier.card.source_message_ids if earlier.card.type != "turn" else ():
+            if source in own_message:  # what the message a card was made from said
+                words |= _said_terms(own_message[source], config, own=True, changes=False)
+        words -= {*query_terms, _USER}
+        for index in sorted({i for word in words for i in naming.get(word, ())}):
+            later, terms = changes[index]
+            if later.card.observed_at <= earlier.card.observed_at:
+                continue
+            shared = sorted(words.intersection(terms))
+            found.changed.add(earlier.card.id)
+            if later.card.id not in taken:
+                taken.add(later.card.id)
+                found.why[later.card.id] = f"said later, names {', '.join(shared[:3])} of a memory"
+            if later.card.id not in placed:  # one that passed moves up to it too
+                placed.add(later.card.id)
+                found.hits.append(later)
+    return found
+
+
+def _said_terms(hit: ScoredCard, config: SearchConfig, *, own: bool, changes: bool) -> set[str]:
+    """The search terms of what a card says, less the words of change themselves: every line
+    of a turn card not said by the assistant (with ``own``, only the card's own message), any
+    other card's text; with ``changes``, only what says that something changed."""
+    card = hit.card
+    said = [card.text]
+    if card.type == "turn":
+        split = split_turn_card(card.text, len(card.source_message_ids))
+        lines = split.lines if split is not None else ()
+        if own:
+            sources = card.source_message_ids
+            own_id = card.turn_message_id
+            lines = lines[sources.index(own_id) :][:1] if own_id in sources else ()
+        said = [
+            text
+            for line in lines
+            for speaker, colon, text in [line.partition(": ")]
+            if colon and speaker != _ASSISTANT
+        ]
+    if changes:
+        said = [text for text in said if CHANGE_WORDS.search(text)]
+    return {
+        term
+        for text in said
+        for term in line_terms(text, config)
+        if len(term) > 1 and not CHANGE_WORDS.fullmatch(term)
+    }
