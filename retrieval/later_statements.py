@@ -21,8 +21,8 @@ brought in when one of its lines
    "goodbye Saltmarsh Press" beside "I drink espresso" in one turn, is not brought to "What do
    I drink in the mornings?").
 
-Each comes right after the card it follows, so it is weighed as well as that card (a later
-statement that passed the gate on its own moves up to it too: a Chinese question has no gate,
+The latest such statement comes right after the card it follows, so it is weighed as well as
+that card (one that passed the gate on its own moves up to it: a Chinese question has no gate,
 and the change ranked below ``k``); and the card
 it follows is no longer sent first as the current value of a property the question names (the
 user's city, read by a rule from the first statement, is what the later one changed). Pure: the
@@ -126,18 +126,23 @@ def with_later_statements(
             if source in own_message:  # what the message a card was made from said
                 words |= _said_terms(own_message[source], config, own=True, changes=False)
         words -= {*query_terms, _USER}
-        for index in sorted({i for word in words for i in naming.get(word, ())}):
-            later, terms = changes[index]
-            if later.card.observed_at <= earlier.card.observed_at:
-                continue
+        naming_it = [
+            changes[i]
+            for i in {i for word in words for i in naming.get(word, ())}
+            if changes[i][0].card.observed_at > earlier.card.observed_at
+        ]
+        if not naming_it:
+            continue
+        found.changed.add(earlier.card.id)
+        # The latest of them (a fact changes once at a time): brought in, or moved up to it.
+        later, terms = max(naming_it, key=lambda change: change[0].card.observed_at)
+        if later.card.id not in taken:
+            taken.add(later.card.id)
             shared = sorted(words.intersection(terms))
-            found.changed.add(earlier.card.id)
-            if later.card.id not in taken:
-                taken.add(later.card.id)
-                found.why[later.card.id] = f"said later, names {', '.join(shared[:3])} of a memory"
-            if later.card.id not in placed:  # one that passed moves up to it too
-                placed.add(later.card.id)
-                found.hits.append(later)
+            found.why[later.card.id] = f"said later, names {', '.join(shared[:3])} of a memory"
+        if later.card.id not in placed:
+            placed.add(later.card.id)
+            found.hits.append(later)
     return found
 
 

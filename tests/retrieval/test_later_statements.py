@@ -101,6 +101,19 @@ def test_each_is_brought_once_and_nothing_without_a_gate_to_pass() -> None:
     assert [h.card.id for h in found.hits] == [10, 50] and found.why
 
 
+def test_the_latest_change_is_brought_and_one_that_passed_moves_up() -> None:
+    paris = hit(turn(70, APRIL + timedelta(days=9), ["User: Left Lyon for good, Paris now."]), 0.2)
+    other = hit(turn(20, MARCH, ["User: I drink black coffee."]), 0.31)
+    # Both changes name Lyon; the later one comes right after the memory it changes.
+    assert brought([LYON, other, BORDEAUX, paris], [LYON, other]) == [10, 70, 20]
+    # A change that passed the gate ranked low moves up to what it changes.
+    found = with_later_statements(
+        [LYON, other, BORDEAUX], [LYON, other, BORDEAUX], analyze(QUESTION), GATED
+    )
+    assert [h.card.id for h in found.hits] == [10, 50, 20]
+    assert found.why == {} and found.changed == {10}
+
+
 def test_an_extracted_card_is_read_with_the_message_it_was_made_from() -> None:
     # "User lives in Lyon" was read from the first statement; the change that names Lyon passed
     # the gate itself: nothing to bring, but the city card is what it changes.
