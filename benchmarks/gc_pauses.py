@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("memory", "retrieval", "storage")
+from benchmarks.trees import PACKAGES
 
 
 def main() -> None:

@@ -47,10 +47,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from benchmarks.trees import PACKAGES
 from memory import Memory
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("memory", "storage", "retrieval")
 USER = "hops"
 SAID = [
     "We run the billing service on Postgres 16 in Frankfurt.",

@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks.machine import CpuSteal, machine_state
 from benchmarks.prepare import SYSTEM, USER, build_sessions, percentile, record_session
 from benchmarks.scripted_turns import scripted_history, turn_messages
+from benchmarks.trees import PACKAGES
 from memory import Memory, Settings
 
 SETTINGS: dict[str, Any] = {
@@ -37,7 +38,6 @@ SETTINGS: dict[str, Any] = {
     "max_output": "1024",
     "summary": {"mode": "background", "debounce_seconds": 0},
 }
-PACKAGES = ("memory", "retrieval", "storage")
 
 # One prepare's phases: label -> [(start, end, cpu)] in ms from the start of prepare.
 _spans: dict[str, list[tuple[float, float, float]]] = defaultdict(list)

@@ -14,8 +14,8 @@ brought in when one of its lines
 2. names a word of what a card that passed says (or, for a card extracted from a message, what
    that message said), a word the question does not hold (the old value: "Lyon", "piano",
    小米);
-3. says that something changed (``CHANGE_WORDS``, English and Chinese: "now", "switched",
-   "no more", "left", 换, 搬, 不…了);
+3. tells (does not ask) that something changed (``CHANGE_WORDS``, English and Chinese:
+   "now", "switched", "no more", "left", 换, 搬, 不…了);
 4. and is at least half as similar to the question as the gate asks, in the turn card holding
    it that is closest to the question (a change of something else that names the same word,
    "goodbye Saltmarsh Press" beside "I drink espresso" in one turn, is not brought to "What do
@@ -33,7 +33,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from retrieval.excerpt_text import line_terms
+from retrieval.excerpt_text import asks, line_terms
 from retrieval.recipe import SearchConfig
 from retrieval.relevance_gate import gate_threshold
 from retrieval.search import ScoredCard
@@ -165,8 +165,8 @@ def _said_terms(hit: ScoredCard, config: SearchConfig, *, own: bool, changes: bo
             for speaker, colon, text in [line.partition(": ")]
             if colon and speaker != _ASSISTANT
         ]
-    if changes:
-        said = [text for text in said if CHANGE_WORDS.search(text)]
+    if changes:  # a statement, not a question ("Should I leave Lyon now?")
+        said = [text for text in said if CHANGE_WORDS.search(text) and not asks(text)]
     return {
         term
         for text in said

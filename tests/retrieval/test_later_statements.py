@@ -71,6 +71,7 @@ def test_a_later_change_naming_a_recalled_word_comes_right_after_it() -> None:
 def test_what_is_not_brought() -> None:
     said_before = hit(turn(5, MARCH - timedelta(days=9), ["User: Leaving Lyon now."]), 0.2)
     no_change = hit(turn(51, APRIL, ["User: Lyon was lovely in the rain."]), 0.2)
+    a_question = hit(turn(56, APRIL, ["User: Should I leave Lyon now?"]), 0.2)
     by_the_assistant = hit(turn(52, APRIL, ["Assistant: So you left Lyon now?"]), 0.2)
     a_neighbour_says_it = hit(
         turn(53, APRIL, ["User: Finally left Lyon.", "User: Recommend a podcast."], own=1), 0.2
@@ -83,6 +84,7 @@ def test_what_is_not_brought() -> None:
         city,
         said_before,
         no_change,
+        a_question,
         by_the_assistant,
         a_neighbour_says_it,
         below_half_the_gate,
