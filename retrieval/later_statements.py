@@ -6,27 +6,26 @@ the cello", 我把小米13换成了华为Mate 60. Such a change shares few words
 ("Which city do I live in?") and often ranks below the relevance gate, while the statement it
 changes passes: the old value alone reaches the prompt.
 
-``with_later_statements`` finds them among the search's candidates that did not pass: a card is
-brought in when one of its lines
+``with_later_statements`` finds them among the search's candidates: a card is brought in past
+the gate when
 
-1. is its own message (a turn card's neighbours are context), said by someone other than the
+1. its own message (a turn card's neighbours are context) was said by someone other than the
    assistant, after the card it follows was said;
-2. names a word of what a card that passed says (or, for a card extracted from a message, what
+2. it names a word of what a card that passed says (or, for a card extracted from a message, what
    that message said), a word the question does not hold (the old value: "Lyon", "piano",
    小米);
-3. tells (does not ask) that something changed (``CHANGE_WORDS``, English and Chinese:
+3. it tells (does not ask) that something changed (``CHANGE_WORDS``, English and Chinese:
    "now", "switched", "no more", "left", 换, 搬, 不…了);
-4. and is at least half as similar to the question as the gate asks, in the turn card holding
+4. and it is at least half as similar to the question as the gate asks, in the turn card holding
    it that is closest to the question (a change of something else that names the same word,
    "goodbye Saltmarsh Press" beside "I drink espresso" in one turn, is not brought to "What do
    I drink in the mornings?").
 
 The latest such statement comes right after the card it follows, so it is weighed as well as
 that card (one that passed the gate on its own moves up to it: a Chinese question has no gate,
-and the change ranked below ``k``); and the card
-it follows is no longer sent first as the current value of a property the question names (the
-user's city, read by a rule from the first statement, is what the later one changed). Pure: the
-cards are the search's, nothing is read.
+and the change ranked below ``k``); and the card it follows is no longer sent first as the
+current value of a property the question names (the user's city, read by a rule from the first
+statement, is what the later one changed). Pure: the cards are the search's, nothing is read.
 """
 
 import re
@@ -108,7 +107,7 @@ def with_later_statements(
         for terms in [_said_terms(hit, config, own=True, changes=True)]
         if terms
     ]
-    naming: dict[str, list[int]] = {}  # a word: the changes that name it, best ranked first
+    naming: dict[str, list[int]] = {}  # a word: the changes that name it
     for index, (_, terms) in enumerate(changes):
         for term in terms:
             naming.setdefault(term, []).append(index)
