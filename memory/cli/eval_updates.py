@@ -82,7 +82,12 @@ def register_updates(benchmarks: Subcommands) -> None:
         help="minilm (default) or minilm-int8 (its int8 weights): the cards and the questions "
         "embedded with it",
     )
-    updates.add_argument("--json", type=Path, dest="json_out", help="also write the numbers here")
+    updates.add_argument(
+        "--json",
+        type=Path,
+        dest="json_out",
+        help="also write the numbers here, with each question's outcome and scored prompt",
+    )
     updates.add_argument(
         "--data-dir", type=Path, help="database folder (default: a temporary one, removed after)"
     )
@@ -165,6 +170,7 @@ class UpdatesReport:
                     "current_in_prompt": s.current_in,
                     "current_first": s.current_first,
                     "stale_present": s.stale_present,
+                    "prompt": s.prompt,
                 }
                 for user, s in self.scores
             ],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import fmean
@@ -97,12 +97,13 @@ class UpdateUser:
 
 @dataclass(frozen=True, slots=True)
 class UpdateScore:
-    """How the prompt of one question did."""
+    """How the prompt of one question did, and the prompt's text that was scored."""
 
     question: UpdateQuestion
     current_in: bool
     current_first: bool
     stale_present: bool
+    prompt: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,7 @@ def score_prompt(question: UpdateQuestion, prompt: str) -> UpdateScore:
         current_in=current is not None,
         current_first=current is not None and all(current < at for at in stale),
         stale_present=bool(stale),
+        prompt=prompt,
     )
 
 

@@ -239,6 +239,9 @@ def test_eval_updates_records_asks_and_reports_per_language_and_kind(
         assert report["rows"][name]["current_first"] == 1.0, report["questions"]
     assert report["rows"]["en previous"]["current_in_prompt"] == 1.0
     assert [q["user"] for q in report["questions"]] == ["tiny-en"] * 4 + ["tiny-zh"]
+    # Each question's scored prompt is in the report, to read why a question failed.
+    for question in report["questions"]:
+        assert question["prompt"].startswith("Remembered context"), question
     # Three facts changed or were said: city, phone and the Chinese city; none broken.
     assert report["chains"] == {
         "facts": 3,
