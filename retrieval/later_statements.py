@@ -25,7 +25,10 @@ The latest such statement comes right after the card it follows, so it is weighe
 that card (one that passed the gate on its own moves up to it: a Chinese question has no gate,
 and the change ranked below ``k``); and the card it follows is no longer sent first as the
 current value of a property the question names (the user's city, read by a rule from the first
-statement, is what the later one changed). Pure: the cards are the search's, nothing is read.
+statement, is what the later one changed). Pure: the cards are the search's, nothing is read,
+so a change is found only among the candidates recall weighs (``4 * k + 2`` cards, 100 with a
+token budget): in a long history, a change that shares no word with the question is found only
+when search ranks it among them.
 """
 
 import re
