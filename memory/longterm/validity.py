@@ -26,7 +26,7 @@ from datetime import datetime
 from memory.cards.asking import asks_about_the_past, attributes_asked
 from memory.cards.supersede import TASK_PREFIX
 from memory.settings import CardSettings
-from retrieval import CardIndex, CardQuery, ScoredCard
+from retrieval import CardIndex, CardQuery, ScoredCard, relevant_cards
 from storage import Card, CardFilter
 
 __all__ = ["STALE_RANK", "current_first", "named_current", "names_property", "why_brought"]
@@ -76,7 +76,7 @@ def current_first(
     past = asks_about_the_past(query)
     if past:
         present = {*shown, *_ids(recalled)}
-        recalled += _superseded(index, user_id, query, k, settings.min_score, present)
+        recalled += _superseded(index, user_id, query, k, recalled, settings.min_score, present)
         recalled.sort(key=lambda hit: -hit.score)
     stale = _stale_facts(index, user_id, recalled, read_ahead)
     asked = attributes_asked(query)
@@ -119,13 +119,32 @@ def _superseded(
     user_id: str,
     query: str,
     k: int,
+    recalled: Sequence[ScoredCard],
     min_score: float | None,
     present: set[int],
 ) -> list[ScoredCard]:
-    """The superseded extracted cards best matching a question about the past."""
+    """Of the ``k`` superseded extracted cards best matching a question about the past, those
+    that tell the history of a fact recalled or of a property the question names, or pass the
+    relevance gate themselves. They come on top of ``k`` and are sent whatever their score, so
+    "Which city did I live in before Bergen?" must not bring the user's old cars (the only
+    superseded cards of a user whose move no rule read), while "What did I drive before the
+    Honda Jazz?" gets the Mazda that "User's car is Honda Jazz" superseded."""
     where = CardFilter(include_superseded=True, types=_EXTRACTED)
     older = index.search(user_id, query, CardQuery(k=k, where=where, min_score=min_score))
-    return [hit for hit in older if hit.card.valid_to is not None and hit.card.id not in present]
+    facts = {(hit.card.subject, hit.card.attribute) for hit in recalled if hit.card.attribute}
+    asked = attributes_asked(query)
+    passed = _ids(relevant_cards(older, index.terms(query), index.config, min_similarity=min_score))
+    return [
+        hit
+        for hit in older
+        if hit.card.valid_to is not None
+        and hit.card.id not in present
+        and (
+            (hit.card.subject, hit.card.attribute) in facts
+            or names_property(hit.card, asked)
+            or hit.card.id in passed
+        )
+    ]
 
 
 def _brought(card: Card, score: float) -> ScoredCard:

@@ -194,6 +194,24 @@ def test_a_change_no_rule_reads_is_brought_in_and_sent_first_for_a_question_abou
     assert any("Lyon" in line for line in before), before
 
 
+def test_a_question_about_the_past_gets_the_history_it_asks_for_not_another_facts(
+    validity_database: Database, user_id: str
+) -> None:
+    # Rules read the car and its change, not the move: the old car is the user's only
+    # superseded card, and came on top of k for a question about the old city.
+    settings = Settings(summary={"mode": "inline", "debounce_seconds": 0, "retries": 1})
+    mem = Memory(validity_database, settings, embedder=default_embedder(settings.cards))
+    session(mem, user_id, 1, 0, ["Home for me is Oslo.", "I drive a Fiat 500."])
+    session(mem, user_id, 2, 30, ["We finally moved, we're in Bergen now."])
+    session(mem, user_id, 3, 45, ["Got a new car, a Mini Cooper."])
+
+    city = memories(mem, user_id, "Which city did I live in before Bergen?", 60)
+    car = memories(mem, user_id, "What did I drive before the Mini Cooper?", 60)
+
+    assert not any("Fiat" in line for line in city), city
+    assert any("Fiat 500" in line and "until " in line for line in car), car
+
+
 def test_the_keyed_cards_are_read_ahead_beside_the_request_and_mark_the_same(
     make_memory: Callable[..., Memory], user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
