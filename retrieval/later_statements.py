@@ -40,6 +40,7 @@ from retrieval.recipe import SearchConfig
 from retrieval.relevance_gate import gate_threshold
 from retrieval.search import ScoredCard
 from retrieval.turns import split_turn_card
+from storage import Card
 
 __all__ = ["CHANGE_WORDS", "LaterStatements", "with_later_statements"]
 
@@ -101,13 +102,14 @@ def with_later_statements(
         if hit.card.type == "turn":
             for source in hit.card.source_message_ids:
                 closest[source] = max(closest.get(source, -1.0), hit.similarity)
+    said = {hit.card.id: _said(hit.card) for hit in hits}  # each card taken apart once
     changes = [
         (hit, terms)
         for hit in hits
         if hit.card.id in taken
         or floor is None
         or closest.get(hit.card.turn_message_id or 0, hit.similarity) >= floor
-        for terms in [_said_terms(hit, config, own=True, changes=True)]
+        for terms in [_change_terms(said[hit.card.id].own, config)]
         if terms
     ]
     naming: dict[str, list[int]] = {}  # a word: the changes that name it
@@ -123,10 +125,12 @@ def with_later_statements(
             found.hits.append(earlier)
         if not changes:
             continue
-        words = _said_terms(earlier, config, own=False, changes=False)
+        told = said.get(earlier.card.id) or _said(earlier.card)
+        words = {term for text in told.lines for term in _terms(text, config)}
         for source in earlier.card.source_message_ids if earlier.card.type != "turn" else ():
-            if source in own_message:  # what the message a card was made from said
-                words |= _said_terms(own_message[source], config, own=True, changes=False)
+            message = own_message.get(source)  # what the message a card was made from said
+            if message is not None and (own := said[message.card.id].own) is not None:
+                words |= _terms(own, config)
         words -= {*query_terms, _USER}
         naming_it = [
             changes[i]
@@ -148,30 +152,40 @@ def with_later_statements(
     return found
 
 
-def _said_terms(hit: ScoredCard, config: SearchConfig, *, own: bool, changes: bool) -> set[str]:
-    """The search terms of what a card says, less the words of change themselves: every line
-    of a turn card not said by the assistant (with ``own``, only the card's own message), any
-    other card's text; with ``changes``, only what says that something changed."""
-    card = hit.card
-    said = [card.text]
-    if card.type == "turn":
-        split = split_turn_card(card.text, len(card.source_message_ids))
-        lines = split.lines if split is not None else ()
-        if own:
-            sources = card.source_message_ids
-            own_id = card.turn_message_id
-            lines = lines[sources.index(own_id) :][:1] if own_id in sources else ()
-        said = [
-            text
-            for line in lines
-            for speaker, colon, text in [line.partition(": ")]
-            if colon and speaker != _ASSISTANT
-        ]
-    if changes:  # a statement, not a question ("Should I leave Lyon now?")
-        said = [text for text in said if CHANGE_WORDS.search(text) and not asks(text)]
-    return {
-        term
-        for text in said
-        for term in line_terms(text, config)
-        if len(term) > 1 and not CHANGE_WORDS.fullmatch(term)
-    }
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """What a card says, not counting the assistant: a turn card's lines and its own message
+    (``None`` when the assistant said it), or any other card's text as both."""
+
+    lines: tuple[str, ...]
+    own: str | None
+
+
+def _said(card: Card) -> _Said:
+    if card.type != "turn":
+        return _Said((card.text,), card.text)
+    split = split_turn_card(card.text, len(card.source_message_ids))
+    lines = split.lines if split is not None else ()
+    told: list[str] = []
+    own: str | None = None
+    for message_id, line in zip(card.source_message_ids, lines, strict=False):
+        speaker, colon, text = line.partition(": ")
+        if colon and speaker != _ASSISTANT:
+            told.append(text)
+            if message_id == card.turn_message_id:
+                own = text
+    return _Said(tuple(told), own)
+
+
+def _change_terms(own: str | None, config: SearchConfig) -> set[str]:
+    """The terms of a card's own message if it tells (does not ask: "Should I leave Lyon
+    now?") that something changed, else none."""
+    if own is None or not CHANGE_WORDS.search(own) or asks(own):
+        return set()
+    return _terms(own, config)
+
+
+def _terms(text: str, config: SearchConfig) -> set[str]:
+    """The search terms of ``text``, less the words of change themselves."""
+    terms = line_terms(text, config)
+    return {term for term in terms if len(term) > 1 and not CHANGE_WORDS.fullmatch(term)}
