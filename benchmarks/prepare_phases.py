@@ -10,6 +10,10 @@ imports that tree's packages as a second copy in this process, opens it on the s
 and alternates the two call by call, so both see the same machine: the printed ratio is the
 comparison to trust on a shared machine. Its phases are not timed.
 
+``--first-person`` asks each turn about the user's present instead ("Which changes am I shipping
+now in deploy N?"), which recall treats apart (``retrieval.later_statements``): against a tree
+without that, the ratio is what such a question costs.
+
 Run from the repository root: ``python -m benchmarks.prepare_phases [--against FOLDER]``.
 """
 
@@ -39,6 +43,9 @@ SETTINGS: dict[str, Any] = {
     "summary": {"mode": "background", "debounce_seconds": 0},
 }
 
+#: A question about the user's present, asked each turn with ``--first-person``.
+FIRST_PERSON = "Which changes am I shipping now in deploy {n}?"
+
 # One prepare's phases: label -> [(start, end, cpu)] in ms from the start of prepare.
 _spans: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
 _lock = threading.Lock()
@@ -51,6 +58,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--warm", type=int, default=10)
     parser.add_argument("--against", type=Path, help="an older tree, alternated call by call")
+    parser.add_argument(
+        "--first-person", action="store_true", help="ask about the user's present each turn"
+    )
     args = parser.parse_args()
     if not (args.data_dir / "pg").is_dir():
         sys.exit(f"no benchmark user in {args.data_dir}: run python -m benchmarks.prepare first")
@@ -73,7 +83,9 @@ def main() -> None:
                 variants[name].prepare(
                     user_id=USER,
                     session_id=sessions[name],
-                    input=str(user["content"]),
+                    input=FIRST_PERSON.format(n=10_000 + turn)
+                    if args.first_person
+                    else str(user["content"]),
                     system=SYSTEM,
                 )
                 wall, cpu = (time.perf_counter() - started) * 1e3, (time.thread_time() - cpu) * 1e3

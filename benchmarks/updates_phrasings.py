@@ -11,6 +11,7 @@ the last session), each fact said in words of its own:
 - ``probe.json`` and ``probe_zh.json`` (Chinese): written at the start of stop 34 as held-out
   sets, measured once before any change (current first 0.028 and 0.292), then read to find what
   fails;
+- ``probe_previous.json``: read in stop 34 to find what fails for ``previous`` questions;
 - ``held_out.json`` and ``held_out_zh.json``: written after that one measurement, before any
   change of stop 34, and never read to change one.
 
@@ -296,6 +297,44 @@ HELD_OUT_ZH: dict[str, Fact] = {
     ),
 }  # fmt: skip
 
+# Read in stop 34 to find what fails for `previous` questions: first statements and changes no
+# rule reads, but the car.
+PROBE_PREVIOUS: dict[str, Fact] = {
+    "city": (
+        "Home for me is {a}.",
+        "We finally moved, we're in {b} now.",
+        "Where am I living now?",
+        "Which city did I live in before {b}?",
+        [("Oslo", "Bergen"), ("Basel", "Geneva"), ("Nice", "Lyon"), ("Brno", "Olomouc"),
+         ("York", "Leeds"), ("Cluj", "Iasi")],
+    ),
+    "employer": (
+        "I'm a teacher at {a}.",
+        "New school: I teach at {b} now.",
+        "Which school do I teach at?",
+        "Where did I teach before {b}?",
+        [("Hill Primary", "Oak Academy"), ("Elm School", "Bay College"),
+         ("Ash High", "Pine School"), ("Fern Academy", "Rose College"),
+         ("Lake School", "Moor High"), ("Vale Primary", "Glen Academy")],
+    ),
+    "hobby": (
+        "My hobby is {a}.",
+        "These days my free time goes to {b}.",
+        "What's my hobby?",
+        "What was my hobby before {b}?",
+        [("knitting", "pottery"), ("chess", "painting"), ("photography", "gardening"),
+         ("baking", "woodworking"), ("birdwatching", "sailing"), ("sketching", "fishing")],
+    ),
+    "car": (
+        "I drive a {a}.",
+        "Got a new car, a {b}.",
+        "What car do I drive?",
+        "What did I drive before the {b}?",
+        [("Fiat 500", "Mini Cooper"), ("VW Golf", "Audi A3"), ("Ford Ka", "Opel Corsa"),
+         ("Kia Rio", "Hyundai i20"), ("Seat Leon", "Skoda Fabia"), ("Mazda 2", "Honda Jazz")],
+    ),
+}  # fmt: skip
+
 SMALL_TALK = {
     "en": [
         "Can you suggest a name for a book club?",
@@ -372,6 +411,7 @@ def main() -> None:
         ("tuned_34", TUNED_34, 331, "en"),
         ("probe", PROBE, 34, "en"),
         ("probe_zh", PROBE_ZH, 341, "zh"),
+        ("probe_previous", PROBE_PREVIOUS, 77, "en"),
         ("held_out", HELD_OUT, 342, "en"),
         ("held_out_zh", HELD_OUT_ZH, 343, "zh"),
     )
